@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Assemble the gpusim node profiles from their specs.
+
+A profile spec (``profiles/<name>.yml``) describes one node: its GPUs and their PCI addresses,
+NVSwitches, NICs, CPU/NUMA layout and, where we have them, real captures to take verbatim
+(``captures/``). This script writes, for every spec, the outputs the node's tools print:
+
+    profiles/<name>/lspci-Dnn.txt        lspci -Dnn
+    profiles/<name>/nvidia-smi-q-x.xml   nvidia-smi -q -x
+    profiles/<name>/nvidia-smi-topo-m.txt  nvidia-smi topo -m
+    profiles/<name>/ibstat.txt           ibstat
+    profiles/<name>/ibdev2netdev.txt     ibdev2netdev
+    profiles/<name>/profile.json         a summary the stand-in tools and the tests read
+
+Every output is derived from the same spec, so GPU count, bus IDs and NIC names agree across
+them. ``--check`` exits 1 when a committed output differs from what the spec gives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+PROFILES = HERE / "profiles"
+CAPTURES = HERE / "captures"
+
+# The driver the captured XML is written for; the stand-in nvidia-smi substitutes the
+# installed driver's version when it prints it.
+PROFILE_DRIVER = "570.133.20"
+PROFILE_CUDA = "12.8"
+
+NIC_PCI_NAMES = {
+    "1013": "MT27700 Family [ConnectX-4]",
+    "101d": "MT2892 Family [ConnectX-6 Dx]",
+    "1021": "MT2910 Family [ConnectX-7]",
+    "a2dc": "MT43244 BlueField-3 integrated ConnectX-7 network controller",
+}
+NIC_DEFAULTS = {"firmware": "28.39.1002", "link_layer": "InfiniBand", "state": "Active", "rate": 400}
+TOPO_LEGEND = """Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256("/".join(str(p) for p in parts).encode()).hexdigest()
+
+
+def gpu_uuid(profile: str, bus: str) -> str:
+    h = _digest(profile, "gpu", bus)
+    return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+class Profile:
+    """One node profile: the spec plus everything derived from it."""
+
+    def __init__(self, name: str, spec: dict):
+        self.name = name
+        self.spec = spec
+        gpu = spec["gpu"]
+        self.gpu = gpu
+        self.gpu_bus = [f"0000:{b}:00.0" for b in gpu["bus"]]
+        self.nvswitch_bus = [f"0000:{b}:00.0" for b in (spec.get("nvswitch") or {}).get("bus", [])]
+        defaults = dict(NIC_DEFAULTS, **(spec.get("nic_defaults") or {}))
+        self.nics = []
+        for nic in spec.get("nics") or []:
+            n = dict(defaults, **nic)
+            if isinstance(n["gpu"], int):
+                n["gpu"] = [n["gpu"]]
+            n["gpu"] = n["gpu"] or []
+            n.setdefault("guid", "0x" + _digest(name, "nic", n["name"])[:16])
+            self.nics.append(n)
+        if spec.get("ibstat_capture"):
+            self._nics_from_ibstat((CAPTURES / spec["ibstat_capture"]).read_text())
+
+    # -- helpers -------------------------------------------------------------------------
+    def _nics_from_ibstat(self, text: str) -> None:
+        """Take CA type, firmware, GUID, state, rate and link layer from a real capture."""
+        by_name = {n["name"]: n for n in self.nics}
+        current = None
+        for line in text.splitlines():
+            m = re.match(r"CA '(\S+)'", line)
+            if m:
+                current = by_name[m.group(1)]
+                continue
+            key, _, value = line.strip().partition(": ")
+            field = {"CA type": "ca_type", "Firmware version": "firmware", "Node GUID": "guid",
+                     "State": "state", "Rate": "rate", "Link layer": "link_layer"}.get(key)
+            if field and current is not None:
+                current[field] = int(value) if field == "rate" else value
+        if set(by_name) != {n["name"] for n in self.nics}:
+            raise SystemExit(f"{self.name}: NIC list does not match {self.spec['ibstat_capture']}")
+
+    def cpus(self, numa: int) -> str:
+        return self.spec["cpu"]["numa_cpus"][numa]
+
+    def gpu_link(self, i: int, j: int) -> str:
+        links = self.gpu["links"]
+        if i == j:
+            return "X"
+        if isinstance(links, list):
+            return links[i][j]
+        if links == "pcie":
+            return "NODE" if self.gpu["numa"][i] == self.gpu["numa"][j] else "SYS"
+        return links
+
+    def gpu_nic_link(self, g: int, nic: dict) -> str:
+        if g in nic["gpu"]:
+            return "PIX"
+        return "NODE" if self.gpu["numa"][g] == nic["numa"] else "SYS"
+
+    @staticmethod
+    def nic_nic_link(a: dict, b: dict) -> str:
+        if a is b:
+            return "X"
+        if a["bus"].split(":")[0] == b["bus"].split(":")[0]:
+            return "PIX"
+        return "NODE" if a["numa"] == b["numa"] else "SYS"
+
+    # -- outputs -------------------------------------------------------------------------
+    def lspci(self) -> str:
+        rows = {
+            "0000:00:00.0": "Host bridge [0600]: Intel Corporation Device [8086:09a2] (rev 20)",
+            "0000:03:00.0": "VGA compatible controller [0300]: ASPEED Technology, Inc. "
+                            "ASPEED Graphics Family [1a03:2000] (rev 52)",
+        }
+        for bus in self.gpu_bus:
+            rows[bus] = (f"3D controller [0302]: NVIDIA Corporation {self.gpu['pci_class_name']} "
+                         f"[10de:{self.gpu['pci_id']}] (rev a1)")
+        sw = self.spec.get("nvswitch") or {}
+        for bus in self.nvswitch_bus:
+            rows[bus] = f"Bridge [0680]: NVIDIA Corporation {sw['pci_class_name']} [10de:{sw['pci_id']}] (rev a1)"
+        for nic in self.nics:
+            cls = ("Infiniband controller [0207]" if nic["link_layer"] == "InfiniBand"
+                   else "Ethernet controller [0200]")
+            rows[f"0000:{nic['bus']}"] = (f"{cls}: Mellanox Technologies {NIC_PCI_NAMES[nic['pci_id']]} "
+                                          f"[15b3:{nic['pci_id']}]")
+        return "".join(f"{addr} {rows[addr]}\n" for addr in sorted(rows))
+
+    def topo(self) -> str:
+        if self.spec.get("topo_capture"):
+            return self._topo_from_capture()
+        n = len(self.gpu_bus)
+        labels = [f"GPU{i}" for i in range(n)] + [f"NIC{i}" for i in range(len(self.nics))]
+        out = ["\t" + "\t".join(labels + ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"])]
+
+        def cell(v: str) -> str:
+            return " X " if v == "X" else v
+
+        for i in range(n):
+            cells = [self.gpu_link(i, j) for j in range(n)] + [self.gpu_nic_link(i, nic) for nic in self.nics]
+            numa = self.gpu["numa"][i]
+            out.append("\t".join([f"GPU{i}"] + [cell(c) for c in cells] + [self.cpus(numa), str(numa), "", "N/A"]))
+        for k, nic in enumerate(self.nics):
+            cells = [self.gpu_nic_link(g, nic) for g in range(n)] + [self.nic_nic_link(nic, o) for o in self.nics]
+            out.append("\t".join([f"NIC{k}"] + [cell(c) for c in cells]))
+        text = "\n".join(out) + "\n\n" + TOPO_LEGEND
+        if self.nics:
+            text += "\nNIC Legend:\n\n" + "".join(f"  NIC{k}: {nic['name']}\n" for k, nic in enumerate(self.nics))
+        return text
+
+    def _topo_from_capture(self) -> str:
+        text = (CAPTURES / self.spec["topo_capture"]).read_text()
+        # The issue the capture comes from merged some cells; split them back.
+        text = text.replace("PXBNODE", "PXB\tNODE").replace("SYSSYS", "SYS\tSYS").replace(" X NODE", " X \tNODE")
+        lines = text.splitlines()
+        width = len(lines[0].split("\t"))
+        for line in lines[1:]:
+            if not re.match(r"(GPU|NIC)\d+\t", line):
+                continue
+            cells = line.split("\t")
+            # GPU rows carry an empty cell before "GPU NUMA ID", as real nvidia-smi prints them.
+            expected = width + 1 if line.startswith("GPU") else width - 3
+            if len(cells) != expected:
+                raise SystemExit(f"{self.name}: topo row has {len(cells)} cells, expected {expected}: {line!r}")
+        legend = [line.split(": ")[1] for line in lines if re.match(r"\s+NIC\d+: ", line)]
+        if legend != [nic["name"] for nic in self.nics]:
+            raise SystemExit(f"{self.name}: NIC legend of the capture does not match the spec")
+        return "\n".join(lines) + "\n"
+
+    def ibstat(self) -> str:
+        if self.spec.get("ibstat_capture"):
+            return (CAPTURES / self.spec["ibstat_capture"]).read_text()
+        out = []
+        for lid, nic in enumerate(sorted(self.nics, key=lambda n: n["name"]), start=11):
+            eth = nic["link_layer"] == "Ethernet"
+            up = nic["state"] == "Active"
+            out += [
+                f"CA '{nic['name']}'",
+                f"\tCA type: {nic['ca_type']}",
+                "\tNumber of ports: 1",
+                f"\tFirmware version: {nic['firmware']}",
+                "\tHardware version: 0",
+                f"\tNode GUID: {nic['guid']}",
+                f"\tSystem image GUID: {nic['guid']}",
+                "\tPort 1:",
+                f"\t\tState: {nic['state']}",
+                f"\t\tPhysical state: {'LinkUp' if up else ('Disabled' if eth else 'Polling')}",
+                f"\t\tRate: {nic['rate'] if up else 40}",
+                f"\t\tBase lid: {0 if eth or not up else lid}",
+                "\t\tLMC: 0",
+                f"\t\tSM lid: {0 if eth or not up else 1}",
+                f"\t\tCapability mask: {'0x00010000' if eth else '0xa651e848'}",
+                f"\t\tPort GUID: {nic['guid']}",
+                f"\t\tLink layer: {nic['link_layer']}",
+            ]
+        return "\n".join(out) + "\n"
+
+    def ibdev2netdev(self) -> str:
+        return "".join(
+            f"{nic['name']} port 1 ==> {nic['netdev']} ({'Up' if nic['state'] == 'Active' else 'Down'})\n"
+            for nic in sorted(self.nics, key=lambda n: n["name"])
+        )
+
+    def xml(self) -> str:
+        g = self.gpu
+        mig = "Disabled" if g["mig_capable"] else "N/A"
+        out = [
+            '<?xml version="1.0" ?>',
+            '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">',
+            "<nvidia_smi_log>",
+            "\t<timestamp>Mon Nov  2 09:00:00 2026</timestamp>",
+            f"\t<driver_version>{PROFILE_DRIVER}</driver_version>",
+            f"\t<cuda_version>{PROFILE_CUDA}</cuda_version>",
+            f"\t<attached_gpus>{len(self.gpu_bus)}</attached_gpus>",
+        ]
+        for minor, bus in enumerate(self.gpu_bus):
+            b = bus.split(":")[1]
+            serial = str(int(_digest(self.name, "serial", bus)[:12], 16))[:13]
+            used = 0
+            out += [
+                f'\t<gpu id="0000{bus}">',
+                f"\t\t<product_name>{g['name']}</product_name>",
+                f"\t\t<product_brand>{'Tesla' if g['architecture'] == 'Volta' else 'NVIDIA'}</product_brand>",
+                f"\t\t<product_architecture>{g['architecture']}</product_architecture>",
+                "\t\t<display_mode>Disabled</display_mode>",
+                "\t\t<display_active>Disabled</display_active>",
+                "\t\t<persistence_mode>Enabled</persistence_mode>",
+                "\t\t<addressing_mode>None</addressing_mode>",
+                "\t\t<mig_mode>",
+                f"\t\t\t<current_mig>{mig}</current_mig>",
+                f"\t\t\t<pending_mig>{mig}</pending_mig>",
+                "\t\t</mig_mode>",
+                "\t\t<mig_devices>None</mig_devices>",
+                "\t\t<accounting_mode>Disabled</accounting_mode>",
+                "\t\t<accounting_mode_buffer_size>4000</accounting_mode_buffer_size>",
+                "\t\t<driver_model>",
+                "\t\t\t<current_dm>N/A</current_dm>",
+                "\t\t\t<pending_dm>N/A</pending_dm>",
+                "\t\t</driver_model>",
+                f"\t\t<serial>{serial}</serial>",
+                f"\t\t<uuid>{gpu_uuid(self.name, bus)}</uuid>",
+                f"\t\t<minor_number>{minor}</minor_number>",
+                f"\t\t<vbios_version>{g['vbios']}</vbios_version>",
+                "\t\t<multigpu_board>No</multigpu_board>",
+                f"\t\t<board_id>0x{int(b, 16) << 8:x}</board_id>",
+                f"\t\t<gpu_module_id>{minor + 1}</gpu_module_id>",
+                f"\t\t<gsp_firmware_version>{'N/A' if g['architecture'] == 'Volta' else PROFILE_DRIVER}"
+                "</gsp_firmware_version>",
+                "\t\t<gpu_virtualization_mode>",
+                "\t\t\t<virtualization_mode>None</virtualization_mode>",
+                "\t\t\t<host_vgpu_mode>N/A</host_vgpu_mode>",
+                "\t\t</gpu_virtualization_mode>",
+                "\t\t<pci>",
+                f"\t\t\t<pci_bus>{b}</pci_bus>",
+                "\t\t\t<pci_device>00</pci_device>",
+                "\t\t\t<pci_domain>0000</pci_domain>",
+                f"\t\t\t<pci_device_id>{g['pci_id'].upper()}10DE</pci_device_id>",
+                f"\t\t\t<pci_bus_id>0000{bus.upper()}</pci_bus_id>",
+                f"\t\t\t<pci_sub_system_id>{g['subsystem_id']}</pci_sub_system_id>",
+                "\t\t\t<pci_gpu_link_info>",
+                "\t\t\t\t<pcie_gen>",
+                f"\t\t\t\t\t<max_link_gen>{3 if g['architecture'] == 'Volta' else 5 if g['architecture'] != 'Ada Lovelace' else 4}</max_link_gen>",
+                f"\t\t\t\t\t<current_link_gen>{3 if g['architecture'] == 'Volta' else 5 if g['architecture'] != 'Ada Lovelace' else 4}</current_link_gen>",
+                "\t\t\t\t</pcie_gen>",
+                "\t\t\t\t<link_widths>",
+                "\t\t\t\t\t<max_link_width>16x</max_link_width>",
+                "\t\t\t\t\t<current_link_width>16x</current_link_width>",
+                "\t\t\t\t</link_widths>",
+                "\t\t\t</pci_gpu_link_info>",
+                "\t\t</pci>",
+                "\t\t<fan_speed>N/A</fan_speed>",
+                "\t\t<performance_state>P0</performance_state>",
+                "\t\t<fb_memory_usage>",
+                f"\t\t\t<total>{g['memory_mib']} MiB</total>",
+                "\t\t\t<reserved>0 MiB</reserved>",
+                f"\t\t\t<used>{used} MiB</used>",
+                f"\t\t\t<free>{g['memory_mib'] - used} MiB</free>",
+                "\t\t</fb_memory_usage>",
+                "\t\t<compute_mode>Default</compute_mode>",
+                "\t\t<ecc_mode>",
+                "\t\t\t<current_ecc>Enabled</current_ecc>",
+                "\t\t\t<pending_ecc>Enabled</pending_ecc>",
+                "\t\t</ecc_mode>",
+                "\t\t<temperature>",
+                "\t\t\t<gpu_temp>31 C</gpu_temp>",
+                "\t\t</temperature>",
+                "\t\t<gpu_power_readings>",
+                "\t\t\t<power_state>P0</power_state>",
+                "\t\t\t<power_draw>71.20 W</power_draw>",
+                f"\t\t\t<current_power_limit>{g['power_limit_w']}.00 W</current_power_limit>",
+                "\t\t</gpu_power_readings>",
+                "\t\t<processes>",
+                "\t\t</processes>",
+                "\t</gpu>",
+            ]
+        out.append("</nvidia_smi_log>")
+        return "\n".join(out) + "\n"
+
+    def summary(self) -> dict:
+        return {
+            "name": self.name,
+            "description": self.spec["description"],
+            "gpu_name": self.gpu["name"],
+            "gpu_count": len(self.gpu_bus),
+            "gpu_pci_bus_ids": self.gpu_bus,
+            "gpu_uuids": [gpu_uuid(self.name, b) for b in self.gpu_bus],
+            "nvswitch_count": len(self.nvswitch_bus),
+            "nics": [{k: nic[k] for k in ("name", "netdev", "link_layer", "state", "rate")} for nic in self.nics],
+            "profile_driver_version": PROFILE_DRIVER,
+        }
+
+    def outputs(self) -> dict[str, str]:
+        return {
+            "lspci-Dnn.txt": self.lspci(),
+            "nvidia-smi-q-x.xml": self.xml(),
+            "nvidia-smi-topo-m.txt": self.topo(),
+            "ibstat.txt": self.ibstat(),
+            "ibdev2netdev.txt": self.ibdev2netdev(),
+            "profile.json": json.dumps(self.summary(), indent=2) + "\n",
+        }
+
+
+def load_profiles() -> list[Profile]:
+    return [Profile(p.stem, yaml.safe_load(p.read_text())) for p in sorted(PROFILES.glob("*.yml"))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    args = parser.parse_args()
+    stale = []
+    for profile in load_profiles():
+        folder = PROFILES / profile.name
+        folder.mkdir(exist_ok=True)
+        for fname, text in profile.outputs().items():
+            path = folder / fname
+            if args.check:
+                if not path.exists() or path.read_text() != text:
+                    stale.append(str(path.relative_to(HERE)))
+            elif not path.exists() or path.read_text() != text:
+                path.write_text(text)
+                print(f"wrote {path.relative_to(HERE)}")
+    if stale:
+        print("out of date (run tests/gpusim/assemble.py): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

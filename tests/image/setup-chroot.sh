@@ -1,0 +1,27 @@
+#!/bin/sh
+# Runs inside the freshly bootstrapped root: make systemd happy as PID 1 in an
+# unprivileged container and keep the image small.
+set -eu
+
+# Units that need hardware or privileges a container does not have.
+for unit in \
+  systemd-remount-fs.service systemd-udevd.service systemd-udev-trigger.service \
+  systemd-modules-load.service sys-kernel-config.mount sys-kernel-debug.mount \
+  sys-fs-fuse-connections.mount getty.target console-getty.service \
+  systemd-firstboot.service systemd-sysusers.service; do
+  ln -sf /dev/null "/etc/systemd/system/$unit"
+done
+
+# A fresh machine id at every container start, as on first boot.
+: > /etc/machine-id
+rm -f /var/lib/dbus/machine-id
+
+# Docker provides these.
+rm -f /etc/hostname /etc/resolv.conf
+
+# Never start services from maintainer scripts at image build time; containers do it at run time.
+rm -f /usr/sbin/policy-rc.d
+
+apt-get clean
+rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* \
+  /usr/share/locale/* /var/log/*.log /tmp/* /var/tmp/*
