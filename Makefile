@@ -1,0 +1,97 @@
+# gpuops.cluster — developer entry points. `make test` runs every tier; each tier runs alone too:
+#   make lint | sanity | unit | molecule [SCENARIO=name]
+# Everything Python lives in .venv (from requirements.txt); nothing is installed globally by pip.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(CURDIR)/$(VENV)/bin
+CACHE := $(CURDIR)/.cache
+SCENARIO ?=
+GPUSIM_REPO_DIR := $(CACHE)/gpusim/www
+
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export GPUSIM_REPO_DIR
+
+# The base image: a tag computed from its recipe, unless MOLECULE_IMAGE is given.
+ifdef MOLECULE_IMAGE
+IMAGE_TARGET :=
+else
+MOLECULE_IMAGE := $(shell tests/image/build.sh --print-tag)
+IMAGE_TARGET := image
+endif
+export MOLECULE_IMAGE
+
+SCENARIOS := $(if $(SCENARIO),$(SCENARIO),$(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+GPUSIM_SOURCES := $(wildcard tests/gpusim/repo/*.py)
+
+.PHONY: help test lint sanity unit molecule venv docker image gpusim-repo gpusim-profiles build clean
+
+help:
+	@echo "make test                    every tier: lint, sanity, unit, molecule"
+	@echo "make lint | sanity | unit    one tier"
+	@echo "make molecule [SCENARIO=x]   Molecule scenarios (all, or one)"
+	@echo "make venv | docker | image | gpusim-repo | build | clean"
+
+test: lint sanity unit molecule
+	@echo "==> all tiers passed"
+
+venv: $(VENV)/.stamp
+$(VENV)/.stamp: requirements.txt
+	@echo "==> creating $(VENV) from requirements.txt"
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+lint: venv
+	@echo "==> yamllint"
+	yamllint --strict .
+	@echo "==> ruff"
+	ruff check .
+	ruff format --check .
+	@echo "==> ansible-lint (profile: production)"
+	ansible-lint --offline
+	@echo "==> gpusim profiles match their specs"
+	$(BIN)/python tests/gpusim/assemble.py --check
+
+sanity: venv
+	tests/scripts/sanity.sh
+
+unit: venv
+	@echo "==> pytest (unit)"
+	$(BIN)/pytest tests/unit
+
+docker:
+	tests/scripts/ensure-docker.sh
+
+image: docker
+	tests/image/build.sh
+
+gpusim-repo: $(GPUSIM_REPO_DIR)/.stamp
+$(GPUSIM_REPO_DIR)/.stamp: $(GPUSIM_SOURCES) | venv
+	$(BIN)/python tests/gpusim/repo/build.py --out $(GPUSIM_REPO_DIR) --cache $(CACHE)/gpusim
+	touch $@
+
+gpusim-profiles: venv
+	$(BIN)/python tests/gpusim/assemble.py
+
+molecule: venv docker $(IMAGE_TARGET) gpusim-repo
+	@for s in $(SCENARIOS); do \
+	  echo "==> molecule test -s $$s"; \
+	  start=$$(date +%s); \
+	  molecule test -s $$s || exit 1; \
+	  echo "==> scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
+	done
+
+build: venv
+	rm -rf build && mkdir -p build
+	ansible-galaxy collection build --output-path build .
+
+clean:
+	rm -rf $(VENV) .cache build .pytest_cache .ruff_cache

@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Build the gpusim stand-in repository: signed apt repositories of small packages that carry
+NVIDIA's and Mellanox's real package names and version strings.
+
+The layout mirrors the upstream URLs, so a role's mirror variable points at it the way it would
+point at a site mirror:
+
+    compute/cuda/repos/debian12/x86_64/        NVIDIA's CUDA repository (driver, FM, CUDA,
+                                               cuDNN, NCCL, DCGM)
+    libnvidia-container/stable/deb/amd64/      the container toolkit repository
+    doca/2.9.1/debian12/x86_64/                the DOCA-Host repository (doca-ofed)
+    keys/gpusim-archive-keyring.gpg            the signing key (binary keyring for signed-by)
+    keys/gpusim-archive-keyring.asc            the same, ASCII-armoured
+    keys/gpusim-wrong-keyring.gpg              another key, for tests that expect a refusal
+
+Each is a flat repository (``deb [signed-by=...] URL /``) with Packages, Release, InRelease and
+Release.gpg. Packages are written in pure Python (ar + tar), reproducibly. The signing key is
+generated once into the cache and reused, so a rebuild does not change it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+EPOCH = 1767225600  # 2026-01-01, every file's mtime: the same inputs give the same bytes
+MAINTAINER = "gpuops.cluster gpusim <gpusim@gpuops.invalid>"
+
+CUDA_REPO = "compute/cuda/repos/debian12/x86_64"
+TOOLKIT_REPO = "libnvidia-container/stable/deb/amd64"
+DOCA_REPO = "doca/2.9.1/debian12/x86_64"
+REPOS = {
+    CUDA_REPO: ("NVIDIA", "NVIDIA CUDA (gpusim stand-in)"),
+    TOOLKIT_REPO: ("NVIDIA", "libnvidia-container (gpusim stand-in)"),
+    DOCA_REPO: ("NVIDIA", "DOCA-Host (gpusim stand-in)"),
+}
+
+# Driver versions: two per branch. CUDA version is what each driver reports (the highest CUDA
+# it supports natively): R570 -> 12.8, R580 -> 13.0 (CUDA release notes, see nvidia_stack.md).
+DRIVERS = {
+    "570": (["570.133.20", "570.172.08"], "12.8"),
+    "580": (["580.65.06", "580.95.05"], "13.0"),
+}
+CUDA_TOOLKITS = {"12-4": "12.4.1-1", "12-8": "12.8.1-1"}
+CUDNN = ["9.8.0.87-1", "9.10.2.21-1"]
+NCCL = ["2.21.5-1+cuda12.4", "2.26.5-1+cuda12.8"]
+DCGM4 = ["1:4.2.3-1", "1:4.4.1-1"]
+DCGM3 = "1:3.3.9"
+CONTAINER_TOOLKIT = ["1.17.8-1", "1.18.0-1"]
+NVIDIA_DOCKER2 = "2.14.0-1"
+DOCA = "2.9.1-018000-24.10-debian12"
+NVLSM = "2025.06.5-1"
+
+
+@dataclass
+class Package:
+    name: str
+    version: str
+    repo: str
+    description: str
+    depends: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    files: dict[str, tuple[str, int]] = field(default_factory=dict)
+    postinst: str = ""
+
+    @property
+    def filename(self) -> str:
+        version = self.version.split(":", 1)[-1]
+        return f"{self.name}_{version}_amd64.deb"
+
+
+def _template(name: str, **values: str) -> str:
+    text = (HERE / name).read_text()
+    for key, value in values.items():
+        text = text.replace(f"@{key}@", value)
+    return text
+
+
+DAEMON_RELOAD = "if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi\n"
+
+
+def service(pkg: Package, unit: str, binary: str, exec_args: str, listen: str = "", needs_driver: str = "",
+            after: str = "") -> None:
+    """Add a stand-in daemon and its real systemd unit to a package."""
+    pkg.files[binary] = (_template("standin-daemon.py", NAME=os.path.basename(binary), VERSION=pkg.version.split(":")[-1].split("-")[0],
+                                   LISTEN=listen, NEEDS_DRIVER=needs_driver), 0o755)
+    pkg.files[f"/lib/systemd/system/{unit}"] = (
+        "[Unit]\n"
+        f"Description={pkg.description} (gpusim stand-in)\n"
+        f"After=network.target{(' ' + after) if after else ''}\n\n"
+        "[Service]\n"
+        f"ExecStart={binary}{(' ' + exec_args) if exec_args else ''}\n"
+        "Restart=no\n\n"
+        "[Install]\nWantedBy=multi-user.target\n",
+        0o644,
+    )
+    pkg.postinst += DAEMON_RELOAD
+
+
+def driver_packages() -> list[Package]:
+    pkgs = []
+    for branch, (versions, cuda) in DRIVERS.items():
+        others = [b for b in DRIVERS if b != branch]
+        for v in versions:
+            ver = f"{v}-1"
+
+            def pkg(name: str, desc: str, **kw) -> Package:
+                p = Package(name, ver, CUDA_REPO, desc, **kw)
+                pkgs.append(p)
+                return p
+
+            pin = pkg(f"nvidia-driver-pinning-{branch}", f"Pins the NVIDIA driver to the R{branch} branch")
+            pin.files[f"/etc/apt/preferences.d/nvidia-driver-pinning-{branch}"] = (
+                f"Package: src:*nvidia*:any src:cuda-drivers:any src:cuda-compat:any\n"
+                f"Pin: version {branch}.*\nPin-Priority: 1000\n", 0o644)
+            compute = pkg(f"libnvidia-compute-{branch}", "NVIDIA libcompute package",
+                          conflicts=[f"libnvidia-compute-{o}" for o in others])
+            compute.files[f"/usr/lib/x86_64-linux-gnu/libcuda.so.{v}"] = (f"gpusim stand-in libcuda {v}\n", 0o644)
+            utils = pkg(f"nvidia-utils-{branch}", "NVIDIA driver support binaries",
+                        depends=[f"libnvidia-compute-{branch} (= {ver})"],
+                        conflicts=[f"nvidia-utils-{o}" for o in others])
+            utils.files["/usr/bin/nvidia-smi"] = (_template("nvidia-smi.py", DRIVER_VERSION=v, CUDA_VERSION=cuda), 0o755)
+            cutils = pkg(f"nvidia-compute-utils-{branch}", "NVIDIA compute utilities",
+                         depends=[f"libnvidia-compute-{branch} (= {ver})"],
+                         conflicts=[f"nvidia-compute-utils-{o}" for o in others])
+            service(cutils, "nvidia-persistenced.service", "/usr/bin/nvidia-persistenced",
+                    "--user nvidia-persistenced --verbose")
+            for flavour, suffix in (("open", "-open"), ("proprietary", "")):
+                dkms = pkg(f"nvidia-dkms-{branch}{suffix}", f"NVIDIA DKMS package ({flavour} kernel modules)",
+                           conflicts=[f"nvidia-dkms-{b}{s}" for b in DRIVERS for s in ("-open", "")
+                                      if (b, s) != (branch, suffix)])
+                dkms.files[f"/usr/src/nvidia-{v}/dkms.conf"] = (
+                    f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{v}"\n', 0o644)
+                dkms.files["/usr/share/gpusim/driver-version"] = (f"{v}\n", 0o644)
+                dkms.files["/usr/share/gpusim/kernel-module-flavour"] = (f"{flavour}\n", 0o644)
+                driver = pkg(f"nvidia-driver-{branch}{suffix}", f"NVIDIA driver metapackage ({flavour})",
+                             depends=[f"{n}-{branch} (= {ver})" for n in ("libnvidia-compute", "nvidia-utils",
+                                                                          "nvidia-compute-utils")]
+                             + [f"nvidia-dkms-{branch}{suffix} (= {ver})"])
+                del driver
+            pkg(f"nvidia-open-{branch}", "NVIDIA open kernel module driver (branch-suffixed name)",
+                depends=[f"nvidia-driver-{branch}-open (= {ver})"])
+            pkg(f"cuda-drivers-{branch}", "CUDA drivers, proprietary kernel modules (branch-suffixed name)",
+                depends=[f"nvidia-driver-{branch} (= {ver})"])
+            # The unsuffixed names of the R590+ scheme, here resolving to the same packages.
+            pkg("nvidia-open", "NVIDIA open kernel module driver (unsuffixed name)",
+                depends=[f"nvidia-driver-{branch}-open (= {ver})"])
+            pkg("cuda-drivers", "CUDA drivers (unsuffixed name)", depends=[f"nvidia-driver-{branch} (= {ver})"])
+            pkg("nvidia-dkms-open", "NVIDIA DKMS open kernel modules (unsuffixed name)",
+                depends=[f"nvidia-dkms-{branch}-open (= {ver})"])
+            pkg("libnvidia-compute", "NVIDIA libcompute (unsuffixed name)",
+                depends=[f"libnvidia-compute-{branch} (= {ver})"])
+            fm = pkg(f"nvidia-fabricmanager-{branch}", "NVIDIA Fabric Manager",
+                     conflicts=[f"nvidia-fabricmanager-{o}" for o in others])
+            service(fm, "nvidia-fabricmanager.service", "/usr/bin/nv-fabricmanager",
+                    "-c /usr/share/nvidia/nvswitch/fabricmanager.cfg", needs_driver="exact")
+            fm.files["/usr/share/nvidia/nvswitch/fabricmanager.cfg"] = ("LOG_LEVEL=4\nFABRIC_MODE=0\n", 0o644)
+            pkg(f"libnvidia-nscq-{branch}", "NVIDIA NSCQ library", conflicts=[f"libnvidia-nscq-{o}" for o in others])
+            pkg(f"cuda-drivers-fabricmanager-{branch}", "CUDA drivers with Fabric Manager",
+                depends=[f"cuda-drivers-{branch} (= {ver})", f"nvidia-fabricmanager-{branch} (= {ver})"])
+    compat = Package("cuda-compat-12-8", "570.172.08-1", CUDA_REPO, "CUDA 12.8 forward compatibility")
+    compat.files["/usr/local/cuda-12.8/compat/libcuda.so.570.172.08"] = ("gpusim stand-in\n", 0o644)
+    nvlsm = Package("nvlsm", NVLSM, CUDA_REPO, "NVLink Subnet Manager")
+    service(nvlsm, "nvlsm.service", "/opt/nvidia/nvlsm/sbin/nvlsm", "")
+    return pkgs + [compat, nvlsm]
+
+
+def cuda_packages() -> list[Package]:
+    pkgs = []
+    for minor, ver in CUDA_TOOLKITS.items():
+        dotted = minor.replace("-", ".")
+        p = Package(f"cuda-toolkit-{minor}", ver, CUDA_REPO, f"CUDA Toolkit {dotted}")
+        p.files[f"/usr/local/cuda-{dotted}/bin/nvcc"] = (
+            "#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver (gpusim stand-in)'\n"
+            f"echo 'Cuda compilation tools, release {dotted}, V{ver.split('-')[0]}'\n", 0o755)
+        p.files[f"/usr/local/cuda-{dotted}/version.json"] = (
+            f'{{"cuda": {{"name": "CUDA SDK", "version": "{ver.split("-")[0]}"}}}}\n', 0o644)
+        pkgs.append(p)
+    for ver in CUDNN:
+        pkgs += [
+            Package("libcudnn9-cuda-12", ver, CUDA_REPO, "cuDNN runtime libraries for CUDA 12",
+                    files={f"/usr/lib/x86_64-linux-gnu/libcudnn.so.{ver.split('-')[0]}": ("gpusim stand-in\n", 0o644)}),
+            Package("libcudnn9-dev-cuda-12", ver, CUDA_REPO, "cuDNN development files for CUDA 12",
+                    depends=[f"libcudnn9-cuda-12 (= {ver})"]),
+            Package("cudnn9-cuda-12", ver, CUDA_REPO, "cuDNN 9 for CUDA 12 (metapackage)",
+                    depends=[f"libcudnn9-cuda-12 (= {ver})", f"libcudnn9-dev-cuda-12 (= {ver})"]),
+        ]
+    for ver in NCCL:
+        pkgs += [
+            Package("libnccl2", ver, CUDA_REPO, "NVIDIA Collective Communication Library (NCCL) Runtime",
+                    files={f"/usr/lib/x86_64-linux-gnu/libnccl.so.{ver.split('-')[0]}": ("gpusim stand-in\n", 0o644)}),
+            Package("libnccl-dev", ver, CUDA_REPO, "NVIDIA Collective Communication Library (NCCL) Development",
+                    depends=[f"libnccl2 (= {ver})"]),
+        ]
+    for ver in DCGM4:
+        core = Package("datacenter-gpu-manager-4-core", ver, CUDA_REPO, "NVIDIA DCGM 4 core",
+                       conflicts=["datacenter-gpu-manager"])
+        service(core, "nvidia-dcgm.service", "/usr/bin/nv-hostengine", "-n --service-account nvidia-dcgm",
+                listen="127.0.0.1:5555", after="nvidia-persistenced.service")
+        pkgs.append(core)
+        for n in ("12", "13"):
+            pkgs.append(Package(f"datacenter-gpu-manager-4-cuda{n}", ver, CUDA_REPO, f"NVIDIA DCGM 4 for CUDA {n}",
+                                depends=[f"datacenter-gpu-manager-4-core (= {ver})"]))
+        pkgs += [
+            Package("datacenter-gpu-manager-4-proprietary", ver, CUDA_REPO, "NVIDIA DCGM 4 proprietary modules",
+                    depends=[f"datacenter-gpu-manager-4-core (= {ver})"]),
+            Package("datacenter-gpu-manager-4-dev", ver, CUDA_REPO, "NVIDIA DCGM 4 development files",
+                    depends=[f"datacenter-gpu-manager-4-core (= {ver})"]),
+        ]
+    old = Package("datacenter-gpu-manager", DCGM3, CUDA_REPO, "NVIDIA DCGM 3 (monolithic)")
+    service(old, "nvidia-dcgm.service", "/usr/bin/nv-hostengine", "-n", listen="127.0.0.1:5555")
+    return pkgs + [old]
+
+
+def toolkit_packages() -> list[Package]:
+    pkgs = []
+    for ver in CONTAINER_TOOLKIT:
+        v = ver.split("-")[0]
+        ctk = Package("nvidia-container-toolkit-base", ver, TOOLKIT_REPO, "NVIDIA Container Toolkit Base")
+        ctk.files["/usr/bin/nvidia-ctk"] = (
+            f"#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'NVIDIA Container Toolkit CLI version {v}'; exit 0; fi\n"
+            "echo \"nvidia-ctk (gpusim stand-in): $* is not simulated\" >&2\nexit 2\n", 0o755)
+        pkgs += [
+            Package("libnvidia-container1", ver, TOOLKIT_REPO, "NVIDIA container runtime library"),
+            Package("libnvidia-container-tools", ver, TOOLKIT_REPO, "NVIDIA container runtime library (tools)",
+                    depends=[f"libnvidia-container1 (= {ver})"]),
+            ctk,
+            Package("nvidia-container-toolkit", ver, TOOLKIT_REPO, "NVIDIA Container Toolkit",
+                    depends=[f"nvidia-container-toolkit-base (= {ver})", f"libnvidia-container-tools (= {ver})"],
+                    conflicts=["nvidia-docker2"]),
+        ]
+    pkgs.append(Package("nvidia-docker2", NVIDIA_DOCKER2, TOOLKIT_REPO, "NVIDIA Docker 2 (deprecated)"))
+    return pkgs
+
+
+def doca_packages() -> list[Package]:
+    user = Package("doca-ofed-userspace", DOCA, DOCA_REPO, "DOCA-OFED user space")
+    user.files["/usr/share/doc/doca-ofed/VERSION"] = (f"{DOCA}\n", 0o644)
+    return [user, Package("doca-ofed", DOCA, DOCA_REPO, "DOCA-OFED profile (1:1 MLNX_OFED replacement)",
+                          depends=[f"doca-ofed-userspace (= {DOCA})"])]
+
+
+# -- .deb writing ------------------------------------------------------------------------------
+def _tar_gz(entries: dict[str, tuple[bytes, int]]) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        dirs = set()
+        for path in entries:
+            parts = path.strip("/").split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                dirs.add("/".join(parts[:i]))
+        for d in sorted(dirs):
+            info = tarfile.TarInfo(f"./{d}/")
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, EPOCH
+            tar.addfile(info)
+        for path in sorted(entries):
+            data, mode = entries[path]
+            info = tarfile.TarInfo("./" + path.strip("/"))
+            info.size, info.mode, info.mtime = len(data), mode, EPOCH
+            tar.addfile(info, io.BytesIO(data))
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=EPOCH) as gz:
+        gz.write(raw.getvalue())
+    return out.getvalue()
+
+
+def _ar(members: list[tuple[str, bytes]]) -> bytes:
+    out = [b"!<arch>\n"]
+    for name, data in members:
+        out.append(f"{name:<16}{EPOCH:<12}{0:<6}{0:<6}{0o100644:<8o}{len(data):<10}`\n".encode())
+        out.append(data + (b"\n" if len(data) % 2 else b""))
+    return b"".join(out)
+
+
+def control_text(pkg: Package, installed_kib: int) -> str:
+    lines = [f"Package: {pkg.name}", f"Version: {pkg.version}", "Architecture: amd64",
+             f"Maintainer: {MAINTAINER}", f"Installed-Size: {installed_kib}", "Section: non-free/misc",
+             "Priority: optional"]
+    if pkg.depends:
+        lines.append("Depends: " + ", ".join(pkg.depends))
+    if pkg.conflicts:
+        lines.append("Conflicts: " + ", ".join(pkg.conflicts))
+        lines.append("Replaces: " + ", ".join(pkg.conflicts))
+    lines.append(f"Description: {pkg.description}\n gpusim stand-in package for gpuops.cluster tests.")
+    return "\n".join(lines) + "\n"
+
+
+def build_deb(pkg: Package) -> bytes:
+    data = {path: (text.encode(), mode) for path, (text, mode) in pkg.files.items()}
+    kib = max(1, sum(len(d) for d, _ in data.values()) // 1024)
+    control = {"control": (control_text(pkg, kib).encode(), 0o644)}
+    md5 = "".join(f"{hashlib.md5(d).hexdigest()}  {p.strip('/')}\n" for p, (d, _) in sorted(data.items()))
+    if md5:
+        control["md5sums"] = (md5.encode(), 0o644)
+    if pkg.postinst:
+        control["postinst"] = (("#!/bin/sh\nset -e\n" + pkg.postinst).encode(), 0o755)
+    return _ar([("debian-binary", b"2.0\n"), ("control.tar.gz", _tar_gz(control)), ("data.tar.gz", _tar_gz(data))])
+
+
+# -- repository --------------------------------------------------------------------------------
+def gpg(home: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(["gpg", "--homedir", str(home), "--batch", "--quiet", "--yes", *args],
+                          check=True, capture_output=True, **kw)
+
+
+def ensure_key(home: Path, uid: str) -> None:
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if gpg(home, "--list-secret-keys", "--with-colons").stdout:
+        return
+    gpg(home, "--passphrase", "", "--quick-gen-key", uid, "ed25519", "sign", "never")
+
+
+def write_repo(root: Path, repo: str, pkgs: list[Package], home: Path) -> None:
+    folder = root / repo
+    folder.mkdir(parents=True)
+    stanzas = []
+    for pkg in sorted(pkgs, key=lambda p: (p.name, p.version)):
+        deb = build_deb(pkg)
+        (folder / pkg.filename).write_bytes(deb)
+        control = control_text(pkg, max(1, sum(len(t) for t, _ in pkg.files.values()) // 1024)).rstrip("\n")
+        head, _, desc = control.partition("\nDescription: ")
+        stanzas.append(f"{head}\nFilename: ./{pkg.filename}\nSize: {len(deb)}\n"
+                       f"MD5sum: {hashlib.md5(deb).hexdigest()}\nSHA256: {hashlib.sha256(deb).hexdigest()}\n"
+                       f"Description: {desc}\n")
+    packages = "\n".join(stanzas).encode()
+    (folder / "Packages").write_bytes(packages)
+    with gzip.GzipFile(folder / "Packages.gz", "wb", mtime=EPOCH) as gz:
+        gz.write(packages)
+    origin, label = REPOS[repo]
+    release = [f"Origin: {origin}", f"Label: {label}", "Architectures: amd64",
+               "Date: Thu, 01 Jan 2026 00:00:00 UTC", "Acquire-By-Hash: no"]
+    for algo, title in (("md5", "MD5Sum"), ("sha256", "SHA256")):
+        release.append(f"{title}:")
+        for name in ("Packages", "Packages.gz"):
+            blob = (folder / name).read_bytes()
+            release.append(f" {hashlib.new(algo, blob).hexdigest()} {len(blob):>8} {name}")
+    (folder / "Release").write_text("\n".join(release) + "\n")
+    gpg(home, "--clearsign", "-o", str(folder / "InRelease"), str(folder / "Release"))
+    gpg(home, "--armor", "--detach-sign", "-o", str(folder / "Release.gpg"), str(folder / "Release"))
+
+
+def build(out: Path, cache: Path) -> None:
+    if shutil.which("gpg") is None:
+        raise SystemExit("gpg is needed to sign the gpusim repository: install gnupg")
+    keyhome, wronghome = cache / "gnupg", cache / "gnupg-wrong"
+    ensure_key(keyhome, "gpuops gpusim archive <gpusim@gpuops.invalid>")
+    ensure_key(wronghome, "gpuops gpusim wrong key <wrong@gpuops.invalid>")
+    tmp = Path(tempfile.mkdtemp(prefix="www.", dir=out.parent))
+    try:
+        pkgs = driver_packages() + cuda_packages() + toolkit_packages() + doca_packages()
+        for repo in REPOS:
+            write_repo(tmp, repo, [p for p in pkgs if p.repo == repo], keyhome)
+        keys = tmp / "keys"
+        keys.mkdir()
+        (keys / "gpusim-archive-keyring.gpg").write_bytes(gpg(keyhome, "--export").stdout)
+        (keys / "gpusim-archive-keyring.asc").write_bytes(gpg(keyhome, "--export", "--armor").stdout)
+        (keys / "gpusim-wrong-keyring.gpg").write_bytes(gpg(wronghome, "--export").stdout)
+        (tmp / "index.html").write_text("gpusim stand-in repository\n")
+        for d in [tmp, *tmp.rglob("*")]:
+            os.chmod(d, 0o755 if d.is_dir() else 0o644)
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+        print(f"gpusim repository: {len(pkgs)} packages in {len(REPOS)} repositories under {out}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder to serve over HTTP")
+    parser.add_argument("--cache", type=Path, required=True, help="folder that keeps the signing keys")
+    args = parser.parse_args()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    build(args.out.resolve(), args.cache.resolve())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

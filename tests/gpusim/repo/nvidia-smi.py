@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+# gpusim stand-in for nvidia-smi, shipped by the stand-in driver package. It reports the
+# node's profile (the hardware) with the version of the driver package that installed it.
+# Supports: (no args), -L, -q -x, topo -m|--matrix, --version, --query-gpu=... --format=csv[,...]
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+DRIVER_VERSION = "@DRIVER_VERSION@"
+CUDA_VERSION = "@CUDA_VERSION@"
+PROFILE = "/usr/share/gpusim/profile"
+
+NO_DRIVER = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+    "Make sure that the latest NVIDIA driver is installed and running.\n"
+)
+
+
+def read(name):
+    try:
+        with open("%s/%s" % (PROFILE, name)) as handle:
+            return handle.read()
+    except OSError:
+        sys.stdout.write(NO_DRIVER)
+        sys.exit(9)
+
+
+def xml_text():
+    text = read("nvidia-smi-q-x.xml")
+    text = re.sub(r"<driver_version>[^<]*<", "<driver_version>%s<" % DRIVER_VERSION, text)
+    text = re.sub(r"<cuda_version>[^<]*<", "<cuda_version>%s<" % CUDA_VERSION, text)
+    return re.sub(r"<gsp_firmware_version>(?!N/A)[^<]*<", "<gsp_firmware_version>%s<" % DRIVER_VERSION, text)
+
+
+def gpus():
+    root = ET.fromstring(xml_text().split("\n", 2)[2])
+    out = []
+    for gpu in root.findall("gpu"):
+        out.append({
+            "index": str(len(out)),
+            "name": gpu.findtext("product_name"),
+            "uuid": gpu.findtext("uuid"),
+            "pci.bus_id": gpu.findtext("pci/pci_bus_id"),
+            "driver_version": DRIVER_VERSION,
+            "memory.total": gpu.findtext("fb_memory_usage/total"),
+            "memory.used": gpu.findtext("fb_memory_usage/used"),
+            "serial": gpu.findtext("serial"),
+            "vbios_version": gpu.findtext("vbios_version"),
+            "persistence_mode": gpu.findtext("persistence_mode"),
+            "mig.mode.current": gpu.findtext("mig_mode/current_mig"),
+            "minor_number": gpu.findtext("minor_number"),
+        })
+    return out
+
+
+def query(fields, fmt):
+    opts = fmt.split(",")
+    if opts[0] != "csv":
+        sys.stderr.write("gpusim nvidia-smi: only --format=csv is simulated\n")
+        return 2
+    rows = gpus()
+    for field in fields:
+        if rows and field not in rows[0]:
+            sys.stdout.write('Field "%s" is not a valid field to query.\n\n' % field)
+            return 2
+    if "noheader" not in opts:
+        sys.stdout.write(", ".join(fields) + "\n")
+    for row in rows:
+        values = [row[f] for f in fields]
+        if "nounits" in opts:
+            values = [v.replace(" MiB", "") for v in values]
+        sys.stdout.write(", ".join(values) + "\n")
+    return 0
+
+
+def main(argv):
+    if argv in (["-q", "-x"], ["-x", "-q"], ["--query", "--xml-format"]):
+        sys.stdout.write(xml_text())
+    elif argv in (["topo", "-m"], ["topo", "--matrix"]):
+        sys.stdout.write(read("nvidia-smi-topo-m.txt"))
+    elif argv == ["-L"]:
+        for gpu in gpus():
+            sys.stdout.write("GPU %s: %s (UUID: %s)\n" % (gpu["index"], gpu["name"], gpu["uuid"]))
+    elif argv == ["--version"]:
+        read("profile.json")
+        sys.stdout.write(
+            "NVIDIA-SMI version  : %s\nNVML version        : %s\nDRIVER version      : %s\n"
+            "CUDA Version        : %s\n" % (DRIVER_VERSION, DRIVER_VERSION.rsplit(".", 1)[0], DRIVER_VERSION,
+                                             CUDA_VERSION)
+        )
+    elif argv and argv[0].startswith("--query-gpu="):
+        fmt = [a for a in argv[1:] if a.startswith("--format=")]
+        if len(argv) != 2 or not fmt:
+            sys.stderr.write("gpusim nvidia-smi: use --query-gpu=FIELDS --format=csv[,noheader][,nounits]\n")
+            return 2
+        return query(argv[0].split("=", 1)[1].split(","), fmt[0].split("=", 1)[1])
+    elif not argv:
+        rows = gpus()
+        sys.stdout.write("NVIDIA-SMI %s    Driver Version: %s    CUDA Version: %s\n"
+                         % (DRIVER_VERSION, DRIVER_VERSION, CUDA_VERSION))
+        for gpu in rows:
+            sys.stdout.write("%3s  %-32s %s  %s\n" % (gpu["index"], gpu["name"], gpu["pci.bus_id"],
+                                                       gpu["memory.total"]))
+    else:
+        sys.stderr.write("gpusim nvidia-smi: arguments not simulated: %s\n" % " ".join(argv))
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+# gpusim stand-in for an NVIDIA service daemon (nv-fabricmanager, nvidia-persistenced,
+# nv-hostengine). It stays in the foreground so systemd sees a running service, listens where
+# the real one does when it has a port, and refuses to start where the real one refuses.
+import os
+import signal
+import socket
+import sys
+import time
+
+NAME = "@NAME@"
+VERSION = "@VERSION@"
+LISTEN = "@LISTEN@"  # host:port, or empty
+NEEDS_DRIVER = "@NEEDS_DRIVER@"  # "exact": the driver must be this very version
+DRIVER_STAMP = "/usr/share/gpusim/driver-version"
+
+
+def log(msg):
+    sys.stdout.write("%s[%d]: %s\n" % (NAME, os.getpid(), msg))
+    sys.stdout.flush()
+
+
+def main():
+    if NEEDS_DRIVER == "exact":
+        try:
+            driver = open(DRIVER_STAMP).read().strip()
+        except OSError:
+            log("NVIDIA driver is not installed")
+            return 1
+        if driver != VERSION:
+            log("fabric manager version %s does not match the driver version %s" % (VERSION, driver))
+            return 1
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    if LISTEN:
+        host, port = LISTEN.rsplit(":", 1)
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind((host, int(port)))
+        server.listen(8)
+        log("version %s listening on %s" % (VERSION, LISTEN))
+        while True:
+            conn, _ = server.accept()
+            conn.close()
+    log("version %s started" % VERSION)
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
