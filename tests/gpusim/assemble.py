@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: (c) 2026, gpuops.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Assemble the gpusim node profiles from their specs.
@@ -98,9 +97,15 @@ class Profile:
             if m:
                 current = by_name[m.group(1)]
                 continue
-            key, _, value = line.strip().partition(": ")
-            field = {"CA type": "ca_type", "Firmware version": "firmware", "Node GUID": "guid",
-                     "State": "state", "Rate": "rate", "Link layer": "link_layer"}.get(key)
+            key, _sep, value = line.strip().partition(": ")
+            field = {
+                "CA type": "ca_type",
+                "Firmware version": "firmware",
+                "Node GUID": "guid",
+                "State": "state",
+                "Rate": "rate",
+                "Link layer": "link_layer",
+            }.get(key)
             if field and current is not None:
                 current[field] = int(value) if field == "rate" else value
         if set(by_name) != {n["name"] for n in self.nics}:
@@ -137,19 +142,21 @@ class Profile:
         rows = {
             "0000:00:00.0": "Host bridge [0600]: Intel Corporation Device [8086:09a2] (rev 20)",
             "0000:03:00.0": "VGA compatible controller [0300]: ASPEED Technology, Inc. "
-                            "ASPEED Graphics Family [1a03:2000] (rev 52)",
+            "ASPEED Graphics Family [1a03:2000] (rev 52)",
         }
         for bus in self.gpu_bus:
-            rows[bus] = (f"3D controller [0302]: NVIDIA Corporation {self.gpu['pci_class_name']} "
-                         f"[10de:{self.gpu['pci_id']}] (rev a1)")
+            rows[bus] = (
+                f"3D controller [0302]: NVIDIA Corporation {self.gpu['pci_class_name']} "
+                f"[10de:{self.gpu['pci_id']}] (rev a1)"
+            )
         sw = self.spec.get("nvswitch") or {}
         for bus in self.nvswitch_bus:
             rows[bus] = f"Bridge [0680]: NVIDIA Corporation {sw['pci_class_name']} [10de:{sw['pci_id']}] (rev a1)"
         for nic in self.nics:
-            cls = ("Infiniband controller [0207]" if nic["link_layer"] == "InfiniBand"
-                   else "Ethernet controller [0200]")
-            rows[f"0000:{nic['bus']}"] = (f"{cls}: Mellanox Technologies {NIC_PCI_NAMES[nic['pci_id']]} "
-                                          f"[15b3:{nic['pci_id']}]")
+            cls = "Infiniband controller [0207]" if nic["link_layer"] == "InfiniBand" else "Ethernet controller [0200]"
+            rows[f"0000:{nic['bus']}"] = (
+                f"{cls}: Mellanox Technologies {NIC_PCI_NAMES[nic['pci_id']]} [15b3:{nic['pci_id']}]"
+            )
         return "".join(f"{addr} {rows[addr]}\n" for addr in sorted(rows))
 
     def topo(self) -> str:
@@ -157,7 +164,7 @@ class Profile:
             return self._topo_from_capture()
         n = len(self.gpu_bus)
         labels = [f"GPU{i}" for i in range(n)] + [f"NIC{i}" for i in range(len(self.nics))]
-        out = ["\t" + "\t".join(labels + ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"])]
+        out = ["\t" + "\t".join([*labels, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"])]
 
         def cell(v: str) -> str:
             return " X " if v == "X" else v
@@ -230,6 +237,7 @@ class Profile:
     def xml(self) -> str:
         g = self.gpu
         mig = "Disabled" if g["mig_capable"] else "N/A"
+        gen = {"Volta": 3, "Ada Lovelace": 4}.get(g["architecture"], 5)  # PCIe generation
         out = [
             '<?xml version="1.0" ?>',
             '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">',
@@ -285,8 +293,8 @@ class Profile:
                 f"\t\t\t<pci_sub_system_id>{g['subsystem_id']}</pci_sub_system_id>",
                 "\t\t\t<pci_gpu_link_info>",
                 "\t\t\t\t<pcie_gen>",
-                f"\t\t\t\t\t<max_link_gen>{3 if g['architecture'] == 'Volta' else 5 if g['architecture'] != 'Ada Lovelace' else 4}</max_link_gen>",
-                f"\t\t\t\t\t<current_link_gen>{3 if g['architecture'] == 'Volta' else 5 if g['architecture'] != 'Ada Lovelace' else 4}</current_link_gen>",
+                f"\t\t\t\t\t<max_link_gen>{gen}</max_link_gen>",
+                f"\t\t\t\t\t<current_link_gen>{gen}</current_link_gen>",
                 "\t\t\t\t</pcie_gen>",
                 "\t\t\t\t<link_widths>",
                 "\t\t\t\t\t<max_link_width>16x</max_link_width>",

@@ -89,9 +89,7 @@ def test_apt_accepts_the_repo_with_its_keyring(host):
 
 
 def test_apt_rejects_the_repo_with_a_wrong_key(host):
-    host.run_test(
-        "curl -fsS -o /tmp/gpusim-wrong.gpg http://gpusim-repo/keys/gpusim-wrong-keyring.gpg"
-    )
+    host.run_test("curl -fsS -o /tmp/gpusim-wrong.gpg http://gpusim-repo/keys/gpusim-wrong-keyring.gpg")
     result = _apt_update(host, f"deb [signed-by=/tmp/gpusim-wrong.gpg] http://gpusim-repo/{CUDA_REPO} /")
     assert result.rc != 0
     assert "NO_PUBKEY" in result.stderr or "not signed" in result.stderr, result.stderr

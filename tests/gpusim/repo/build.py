@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: (c) 2026, gpuops.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Build the gpusim stand-in repository: signed apt repositories of small packages that carry
@@ -92,11 +91,20 @@ def _template(name: str, **values: str) -> str:
 DAEMON_RELOAD = "if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi\n"
 
 
-def service(pkg: Package, unit: str, binary: str, exec_args: str, listen: str = "", needs_driver: str = "",
-            after: str = "") -> None:
+def service(
+    pkg: Package, unit: str, binary: str, exec_args: str, *, listen: str = "", needs_driver: str = "", after: str = ""
+) -> None:
     """Add a stand-in daemon and its real systemd unit to a package."""
-    pkg.files[binary] = (_template("standin-daemon.py", NAME=os.path.basename(binary), VERSION=pkg.version.split(":")[-1].split("-")[0],
-                                   LISTEN=listen, NEEDS_DRIVER=needs_driver), 0o755)
+    pkg.files[binary] = (
+        _template(
+            "standin-daemon.py",
+            NAME=os.path.basename(binary),
+            VERSION=pkg.version.split(":")[-1].split("-", maxsplit=1)[0],
+            LISTEN=listen,
+            NEEDS_DRIVER=needs_driver,
+        ),
+        0o755,
+    )
     pkg.files[f"/lib/systemd/system/{unit}"] = (
         "[Unit]\n"
         f"Description={pkg.description} (gpusim stand-in)\n"
@@ -117,7 +125,7 @@ def driver_packages() -> list[Package]:
         for v in versions:
             ver = f"{v}-1"
 
-            def pkg(name: str, desc: str, **kw) -> Package:
+            def pkg(name: str, desc: str, ver: str = ver, **kw) -> Package:
                 p = Package(name, ver, CUDA_REPO, desc, **kw)
                 pkgs.append(p)
                 return p
@@ -125,57 +133,111 @@ def driver_packages() -> list[Package]:
             pin = pkg(f"nvidia-driver-pinning-{branch}", f"Pins the NVIDIA driver to the R{branch} branch")
             pin.files[f"/etc/apt/preferences.d/nvidia-driver-pinning-{branch}"] = (
                 f"Package: src:*nvidia*:any src:cuda-drivers:any src:cuda-compat:any\n"
-                f"Pin: version {branch}.*\nPin-Priority: 1000\n", 0o644)
-            compute = pkg(f"libnvidia-compute-{branch}", "NVIDIA libcompute package",
-                          conflicts=[f"libnvidia-compute-{o}" for o in others])
+                f"Pin: version {branch}.*\nPin-Priority: 1000\n",
+                0o644,
+            )
+            compute = pkg(
+                f"libnvidia-compute-{branch}",
+                "NVIDIA libcompute package",
+                conflicts=[f"libnvidia-compute-{o}" for o in others],
+            )
             compute.files[f"/usr/lib/x86_64-linux-gnu/libcuda.so.{v}"] = (f"gpusim stand-in libcuda {v}\n", 0o644)
-            utils = pkg(f"nvidia-utils-{branch}", "NVIDIA driver support binaries",
-                        depends=[f"libnvidia-compute-{branch} (= {ver})"],
-                        conflicts=[f"nvidia-utils-{o}" for o in others])
-            utils.files["/usr/bin/nvidia-smi"] = (_template("nvidia-smi.py", DRIVER_VERSION=v, CUDA_VERSION=cuda), 0o755)
-            cutils = pkg(f"nvidia-compute-utils-{branch}", "NVIDIA compute utilities",
-                         depends=[f"libnvidia-compute-{branch} (= {ver})"],
-                         conflicts=[f"nvidia-compute-utils-{o}" for o in others])
-            service(cutils, "nvidia-persistenced.service", "/usr/bin/nvidia-persistenced",
-                    "--user nvidia-persistenced --verbose")
+            utils = pkg(
+                f"nvidia-utils-{branch}",
+                "NVIDIA driver support binaries",
+                depends=[f"libnvidia-compute-{branch} (= {ver})"],
+                conflicts=[f"nvidia-utils-{o}" for o in others],
+            )
+            utils.files["/usr/bin/nvidia-smi"] = (
+                _template("nvidia-smi.py", DRIVER_VERSION=v, CUDA_VERSION=cuda),
+                0o755,
+            )
+            cutils = pkg(
+                f"nvidia-compute-utils-{branch}",
+                "NVIDIA compute utilities",
+                depends=[f"libnvidia-compute-{branch} (= {ver})"],
+                conflicts=[f"nvidia-compute-utils-{o}" for o in others],
+            )
+            service(
+                cutils,
+                "nvidia-persistenced.service",
+                "/usr/bin/nvidia-persistenced",
+                "--user nvidia-persistenced --verbose",
+            )
             for flavour, suffix in (("open", "-open"), ("proprietary", "")):
-                dkms = pkg(f"nvidia-dkms-{branch}{suffix}", f"NVIDIA DKMS package ({flavour} kernel modules)",
-                           conflicts=[f"nvidia-dkms-{b}{s}" for b in DRIVERS for s in ("-open", "")
-                                      if (b, s) != (branch, suffix)])
+                dkms = pkg(
+                    f"nvidia-dkms-{branch}{suffix}",
+                    f"NVIDIA DKMS package ({flavour} kernel modules)",
+                    conflicts=[
+                        f"nvidia-dkms-{b}{s}" for b in DRIVERS for s in ("-open", "") if (b, s) != (branch, suffix)
+                    ],
+                )
                 dkms.files[f"/usr/src/nvidia-{v}/dkms.conf"] = (
-                    f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{v}"\n', 0o644)
+                    f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{v}"\n',
+                    0o644,
+                )
                 dkms.files["/usr/share/gpusim/driver-version"] = (f"{v}\n", 0o644)
                 dkms.files["/usr/share/gpusim/kernel-module-flavour"] = (f"{flavour}\n", 0o644)
-                driver = pkg(f"nvidia-driver-{branch}{suffix}", f"NVIDIA driver metapackage ({flavour})",
-                             depends=[f"{n}-{branch} (= {ver})" for n in ("libnvidia-compute", "nvidia-utils",
-                                                                          "nvidia-compute-utils")]
-                             + [f"nvidia-dkms-{branch}{suffix} (= {ver})"])
+                driver = pkg(
+                    f"nvidia-driver-{branch}{suffix}",
+                    f"NVIDIA driver metapackage ({flavour})",
+                    depends=[
+                        f"{n}-{branch} (= {ver})" for n in ("libnvidia-compute", "nvidia-utils", "nvidia-compute-utils")
+                    ]
+                    + [f"nvidia-dkms-{branch}{suffix} (= {ver})"],
+                )
                 del driver
-            pkg(f"nvidia-open-{branch}", "NVIDIA open kernel module driver (branch-suffixed name)",
-                depends=[f"nvidia-driver-{branch}-open (= {ver})"])
-            pkg(f"cuda-drivers-{branch}", "CUDA drivers, proprietary kernel modules (branch-suffixed name)",
-                depends=[f"nvidia-driver-{branch} (= {ver})"])
+            pkg(
+                f"nvidia-open-{branch}",
+                "NVIDIA open kernel module driver (branch-suffixed name)",
+                depends=[f"nvidia-driver-{branch}-open (= {ver})"],
+            )
+            pkg(
+                f"cuda-drivers-{branch}",
+                "CUDA drivers, proprietary kernel modules (branch-suffixed name)",
+                depends=[f"nvidia-driver-{branch} (= {ver})"],
+            )
             # The unsuffixed names of the R590+ scheme, here resolving to the same packages.
-            pkg("nvidia-open", "NVIDIA open kernel module driver (unsuffixed name)",
-                depends=[f"nvidia-driver-{branch}-open (= {ver})"])
+            pkg(
+                "nvidia-open",
+                "NVIDIA open kernel module driver (unsuffixed name)",
+                depends=[f"nvidia-driver-{branch}-open (= {ver})"],
+            )
             pkg("cuda-drivers", "CUDA drivers (unsuffixed name)", depends=[f"nvidia-driver-{branch} (= {ver})"])
-            pkg("nvidia-dkms-open", "NVIDIA DKMS open kernel modules (unsuffixed name)",
-                depends=[f"nvidia-dkms-{branch}-open (= {ver})"])
-            pkg("libnvidia-compute", "NVIDIA libcompute (unsuffixed name)",
-                depends=[f"libnvidia-compute-{branch} (= {ver})"])
-            fm = pkg(f"nvidia-fabricmanager-{branch}", "NVIDIA Fabric Manager",
-                     conflicts=[f"nvidia-fabricmanager-{o}" for o in others])
-            service(fm, "nvidia-fabricmanager.service", "/usr/bin/nv-fabricmanager",
-                    "-c /usr/share/nvidia/nvswitch/fabricmanager.cfg", needs_driver="exact")
+            pkg(
+                "nvidia-dkms-open",
+                "NVIDIA DKMS open kernel modules (unsuffixed name)",
+                depends=[f"nvidia-dkms-{branch}-open (= {ver})"],
+            )
+            pkg(
+                "libnvidia-compute",
+                "NVIDIA libcompute (unsuffixed name)",
+                depends=[f"libnvidia-compute-{branch} (= {ver})"],
+            )
+            fm = pkg(
+                f"nvidia-fabricmanager-{branch}",
+                "NVIDIA Fabric Manager",
+                conflicts=[f"nvidia-fabricmanager-{o}" for o in others],
+            )
+            service(
+                fm,
+                "nvidia-fabricmanager.service",
+                "/usr/bin/nv-fabricmanager",
+                "-c /usr/share/nvidia/nvswitch/fabricmanager.cfg",
+                needs_driver="exact",
+            )
             fm.files["/usr/share/nvidia/nvswitch/fabricmanager.cfg"] = ("LOG_LEVEL=4\nFABRIC_MODE=0\n", 0o644)
             pkg(f"libnvidia-nscq-{branch}", "NVIDIA NSCQ library", conflicts=[f"libnvidia-nscq-{o}" for o in others])
-            pkg(f"cuda-drivers-fabricmanager-{branch}", "CUDA drivers with Fabric Manager",
-                depends=[f"cuda-drivers-{branch} (= {ver})", f"nvidia-fabricmanager-{branch} (= {ver})"])
+            pkg(
+                f"cuda-drivers-fabricmanager-{branch}",
+                "CUDA drivers with Fabric Manager",
+                depends=[f"cuda-drivers-{branch} (= {ver})", f"nvidia-fabricmanager-{branch} (= {ver})"],
+            )
     compat = Package("cuda-compat-12-8", "570.172.08-1", CUDA_REPO, "CUDA 12.8 forward compatibility")
     compat.files["/usr/local/cuda-12.8/compat/libcuda.so.570.172.08"] = ("gpusim stand-in\n", 0o644)
     nvlsm = Package("nvlsm", NVLSM, CUDA_REPO, "NVLink Subnet Manager")
     service(nvlsm, "nvlsm.service", "/opt/nvidia/nvlsm/sbin/nvlsm", "")
-    return pkgs + [compat, nvlsm]
+    return [*pkgs, compat, nvlsm]
 
 
 def cuda_packages() -> list[Package]:
@@ -185,62 +247,137 @@ def cuda_packages() -> list[Package]:
         p = Package(f"cuda-toolkit-{minor}", ver, CUDA_REPO, f"CUDA Toolkit {dotted}")
         p.files[f"/usr/local/cuda-{dotted}/bin/nvcc"] = (
             "#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver (gpusim stand-in)'\n"
-            f"echo 'Cuda compilation tools, release {dotted}, V{ver.split('-')[0]}'\n", 0o755)
+            f"echo 'Cuda compilation tools, release {dotted}, V{ver.split('-', maxsplit=1)[0]}'\n",
+            0o755,
+        )
         p.files[f"/usr/local/cuda-{dotted}/version.json"] = (
-            f'{{"cuda": {{"name": "CUDA SDK", "version": "{ver.split("-")[0]}"}}}}\n', 0o644)
+            f'{{"cuda": {{"name": "CUDA SDK", "version": "{ver.split("-", maxsplit=1)[0]}"}}}}\n',
+            0o644,
+        )
         pkgs.append(p)
     for ver in CUDNN:
         pkgs += [
-            Package("libcudnn9-cuda-12", ver, CUDA_REPO, "cuDNN runtime libraries for CUDA 12",
-                    files={f"/usr/lib/x86_64-linux-gnu/libcudnn.so.{ver.split('-')[0]}": ("gpusim stand-in\n", 0o644)}),
-            Package("libcudnn9-dev-cuda-12", ver, CUDA_REPO, "cuDNN development files for CUDA 12",
-                    depends=[f"libcudnn9-cuda-12 (= {ver})"]),
-            Package("cudnn9-cuda-12", ver, CUDA_REPO, "cuDNN 9 for CUDA 12 (metapackage)",
-                    depends=[f"libcudnn9-cuda-12 (= {ver})", f"libcudnn9-dev-cuda-12 (= {ver})"]),
+            Package(
+                "libcudnn9-cuda-12",
+                ver,
+                CUDA_REPO,
+                "cuDNN runtime libraries for CUDA 12",
+                files={
+                    f"/usr/lib/x86_64-linux-gnu/libcudnn.so.{ver.split('-', maxsplit=1)[0]}": (
+                        "gpusim stand-in\n",
+                        0o644,
+                    )
+                },
+            ),
+            Package(
+                "libcudnn9-dev-cuda-12",
+                ver,
+                CUDA_REPO,
+                "cuDNN development files for CUDA 12",
+                depends=[f"libcudnn9-cuda-12 (= {ver})"],
+            ),
+            Package(
+                "cudnn9-cuda-12",
+                ver,
+                CUDA_REPO,
+                "cuDNN 9 for CUDA 12 (metapackage)",
+                depends=[f"libcudnn9-cuda-12 (= {ver})", f"libcudnn9-dev-cuda-12 (= {ver})"],
+            ),
         ]
     for ver in NCCL:
         pkgs += [
-            Package("libnccl2", ver, CUDA_REPO, "NVIDIA Collective Communication Library (NCCL) Runtime",
-                    files={f"/usr/lib/x86_64-linux-gnu/libnccl.so.{ver.split('-')[0]}": ("gpusim stand-in\n", 0o644)}),
-            Package("libnccl-dev", ver, CUDA_REPO, "NVIDIA Collective Communication Library (NCCL) Development",
-                    depends=[f"libnccl2 (= {ver})"]),
+            Package(
+                "libnccl2",
+                ver,
+                CUDA_REPO,
+                "NVIDIA Collective Communication Library (NCCL) Runtime",
+                files={
+                    f"/usr/lib/x86_64-linux-gnu/libnccl.so.{ver.split('-', maxsplit=1)[0]}": (
+                        "gpusim stand-in\n",
+                        0o644,
+                    )
+                },
+            ),
+            Package(
+                "libnccl-dev",
+                ver,
+                CUDA_REPO,
+                "NVIDIA Collective Communication Library (NCCL) Development",
+                depends=[f"libnccl2 (= {ver})"],
+            ),
         ]
     for ver in DCGM4:
-        core = Package("datacenter-gpu-manager-4-core", ver, CUDA_REPO, "NVIDIA DCGM 4 core",
-                       conflicts=["datacenter-gpu-manager"])
-        service(core, "nvidia-dcgm.service", "/usr/bin/nv-hostengine", "-n --service-account nvidia-dcgm",
-                listen="127.0.0.1:5555", after="nvidia-persistenced.service")
+        core = Package(
+            "datacenter-gpu-manager-4-core", ver, CUDA_REPO, "NVIDIA DCGM 4 core", conflicts=["datacenter-gpu-manager"]
+        )
+        service(
+            core,
+            "nvidia-dcgm.service",
+            "/usr/bin/nv-hostengine",
+            "-n --service-account nvidia-dcgm",
+            listen="127.0.0.1:5555",
+            after="nvidia-persistenced.service",
+        )
         pkgs.append(core)
         for n in ("12", "13"):
-            pkgs.append(Package(f"datacenter-gpu-manager-4-cuda{n}", ver, CUDA_REPO, f"NVIDIA DCGM 4 for CUDA {n}",
-                                depends=[f"datacenter-gpu-manager-4-core (= {ver})"]))
+            pkgs.append(
+                Package(
+                    f"datacenter-gpu-manager-4-cuda{n}",
+                    ver,
+                    CUDA_REPO,
+                    f"NVIDIA DCGM 4 for CUDA {n}",
+                    depends=[f"datacenter-gpu-manager-4-core (= {ver})"],
+                )
+            )
         pkgs += [
-            Package("datacenter-gpu-manager-4-proprietary", ver, CUDA_REPO, "NVIDIA DCGM 4 proprietary modules",
-                    depends=[f"datacenter-gpu-manager-4-core (= {ver})"]),
-            Package("datacenter-gpu-manager-4-dev", ver, CUDA_REPO, "NVIDIA DCGM 4 development files",
-                    depends=[f"datacenter-gpu-manager-4-core (= {ver})"]),
+            Package(
+                "datacenter-gpu-manager-4-proprietary",
+                ver,
+                CUDA_REPO,
+                "NVIDIA DCGM 4 proprietary modules",
+                depends=[f"datacenter-gpu-manager-4-core (= {ver})"],
+            ),
+            Package(
+                "datacenter-gpu-manager-4-dev",
+                ver,
+                CUDA_REPO,
+                "NVIDIA DCGM 4 development files",
+                depends=[f"datacenter-gpu-manager-4-core (= {ver})"],
+            ),
         ]
     old = Package("datacenter-gpu-manager", DCGM3, CUDA_REPO, "NVIDIA DCGM 3 (monolithic)")
     service(old, "nvidia-dcgm.service", "/usr/bin/nv-hostengine", "-n", listen="127.0.0.1:5555")
-    return pkgs + [old]
+    return [*pkgs, old]
 
 
 def toolkit_packages() -> list[Package]:
     pkgs = []
     for ver in CONTAINER_TOOLKIT:
-        v = ver.split("-")[0]
+        v = ver.split("-", maxsplit=1)[0]
         ctk = Package("nvidia-container-toolkit-base", ver, TOOLKIT_REPO, "NVIDIA Container Toolkit Base")
         ctk.files["/usr/bin/nvidia-ctk"] = (
             f"#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'NVIDIA Container Toolkit CLI version {v}'; exit 0; fi\n"
-            "echo \"nvidia-ctk (gpusim stand-in): $* is not simulated\" >&2\nexit 2\n", 0o755)
+            'echo "nvidia-ctk (gpusim stand-in): $* is not simulated" >&2\nexit 2\n',
+            0o755,
+        )
         pkgs += [
             Package("libnvidia-container1", ver, TOOLKIT_REPO, "NVIDIA container runtime library"),
-            Package("libnvidia-container-tools", ver, TOOLKIT_REPO, "NVIDIA container runtime library (tools)",
-                    depends=[f"libnvidia-container1 (= {ver})"]),
+            Package(
+                "libnvidia-container-tools",
+                ver,
+                TOOLKIT_REPO,
+                "NVIDIA container runtime library (tools)",
+                depends=[f"libnvidia-container1 (= {ver})"],
+            ),
             ctk,
-            Package("nvidia-container-toolkit", ver, TOOLKIT_REPO, "NVIDIA Container Toolkit",
-                    depends=[f"nvidia-container-toolkit-base (= {ver})", f"libnvidia-container-tools (= {ver})"],
-                    conflicts=["nvidia-docker2"]),
+            Package(
+                "nvidia-container-toolkit",
+                ver,
+                TOOLKIT_REPO,
+                "NVIDIA Container Toolkit",
+                depends=[f"nvidia-container-toolkit-base (= {ver})", f"libnvidia-container-tools (= {ver})"],
+                conflicts=["nvidia-docker2"],
+            ),
         ]
     pkgs.append(Package("nvidia-docker2", NVIDIA_DOCKER2, TOOLKIT_REPO, "NVIDIA Docker 2 (deprecated)"))
     return pkgs
@@ -249,8 +386,16 @@ def toolkit_packages() -> list[Package]:
 def doca_packages() -> list[Package]:
     user = Package("doca-ofed-userspace", DOCA, DOCA_REPO, "DOCA-OFED user space")
     user.files["/usr/share/doc/doca-ofed/VERSION"] = (f"{DOCA}\n", 0o644)
-    return [user, Package("doca-ofed", DOCA, DOCA_REPO, "DOCA-OFED profile (1:1 MLNX_OFED replacement)",
-                          depends=[f"doca-ofed-userspace (= {DOCA})"])]
+    return [
+        user,
+        Package(
+            "doca-ofed",
+            DOCA,
+            DOCA_REPO,
+            "DOCA-OFED profile (1:1 MLNX_OFED replacement)",
+            depends=[f"doca-ofed-userspace (= {DOCA})"],
+        ),
+    ]
 
 
 # -- .deb writing ------------------------------------------------------------------------------
@@ -286,9 +431,15 @@ def _ar(members: list[tuple[str, bytes]]) -> bytes:
 
 
 def control_text(pkg: Package, installed_kib: int) -> str:
-    lines = [f"Package: {pkg.name}", f"Version: {pkg.version}", "Architecture: amd64",
-             f"Maintainer: {MAINTAINER}", f"Installed-Size: {installed_kib}", "Section: non-free/misc",
-             "Priority: optional"]
+    lines = [
+        f"Package: {pkg.name}",
+        f"Version: {pkg.version}",
+        "Architecture: amd64",
+        f"Maintainer: {MAINTAINER}",
+        f"Installed-Size: {installed_kib}",
+        "Section: non-free/misc",
+        "Priority: optional",
+    ]
     if pkg.depends:
         lines.append("Depends: " + ", ".join(pkg.depends))
     if pkg.conflicts:
@@ -300,9 +451,9 @@ def control_text(pkg: Package, installed_kib: int) -> str:
 
 def build_deb(pkg: Package) -> bytes:
     data = {path: (text.encode(), mode) for path, (text, mode) in pkg.files.items()}
-    kib = max(1, sum(len(d) for d, _ in data.values()) // 1024)
+    kib = max(1, sum(len(d) for d, _mode in data.values()) // 1024)
     control = {"control": (control_text(pkg, kib).encode(), 0o644)}
-    md5 = "".join(f"{hashlib.md5(d).hexdigest()}  {p.strip('/')}\n" for p, (d, _) in sorted(data.items()))
+    md5 = "".join(f"{hashlib.md5(d).hexdigest()}  {p.strip('/')}\n" for p, (d, _mode) in sorted(data.items()))
     if md5:
         control["md5sums"] = (md5.encode(), 0o644)
     if pkg.postinst:
@@ -312,8 +463,9 @@ def build_deb(pkg: Package) -> bytes:
 
 # -- repository --------------------------------------------------------------------------------
 def gpg(home: Path, *args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(["gpg", "--homedir", str(home), "--batch", "--quiet", "--yes", *args],
-                          check=True, capture_output=True, **kw)
+    return subprocess.run(
+        ["gpg", "--homedir", str(home), "--batch", "--quiet", "--yes", *args], check=True, capture_output=True, **kw
+    )
 
 
 def ensure_key(home: Path, uid: str) -> None:
@@ -330,18 +482,25 @@ def write_repo(root: Path, repo: str, pkgs: list[Package], home: Path) -> None:
     for pkg in sorted(pkgs, key=lambda p: (p.name, p.version)):
         deb = build_deb(pkg)
         (folder / pkg.filename).write_bytes(deb)
-        control = control_text(pkg, max(1, sum(len(t) for t, _ in pkg.files.values()) // 1024)).rstrip("\n")
-        head, _, desc = control.partition("\nDescription: ")
-        stanzas.append(f"{head}\nFilename: ./{pkg.filename}\nSize: {len(deb)}\n"
-                       f"MD5sum: {hashlib.md5(deb).hexdigest()}\nSHA256: {hashlib.sha256(deb).hexdigest()}\n"
-                       f"Description: {desc}\n")
+        control = control_text(pkg, max(1, sum(len(t) for t, _mode in pkg.files.values()) // 1024)).rstrip("\n")
+        head, _sep, desc = control.partition("\nDescription: ")
+        stanzas.append(
+            f"{head}\nFilename: ./{pkg.filename}\nSize: {len(deb)}\n"
+            f"MD5sum: {hashlib.md5(deb).hexdigest()}\nSHA256: {hashlib.sha256(deb).hexdigest()}\n"
+            f"Description: {desc}\n"
+        )
     packages = "\n".join(stanzas).encode()
     (folder / "Packages").write_bytes(packages)
     with gzip.GzipFile(folder / "Packages.gz", "wb", mtime=EPOCH) as gz:
         gz.write(packages)
     origin, label = REPOS[repo]
-    release = [f"Origin: {origin}", f"Label: {label}", "Architectures: amd64",
-               "Date: Thu, 01 Jan 2026 00:00:00 UTC", "Acquire-By-Hash: no"]
+    release = [
+        f"Origin: {origin}",
+        f"Label: {label}",
+        "Architectures: amd64",
+        "Date: Thu, 01 Jan 2026 00:00:00 UTC",
+        "Acquire-By-Hash: no",
+    ]
     for algo, title in (("md5", "MD5Sum"), ("sha256", "SHA256")):
         release.append(f"{title}:")
         for name in ("Packages", "Packages.gz"):

@@ -2,13 +2,14 @@
 # gpusim stand-in for nvidia-smi, shipped by the stand-in driver package. It reports the
 # node's profile (the hardware) with the version of the driver package that installed it.
 # Supports: (no args), -L, -q -x, topo -m|--matrix, --version, --query-gpu=... --format=csv[,...]
+import os
 import re
 import sys
 import xml.etree.ElementTree as ET
 
 DRIVER_VERSION = "@DRIVER_VERSION@"
 CUDA_VERSION = "@CUDA_VERSION@"
-PROFILE = "/usr/share/gpusim/profile"
+PROFILE = os.environ.get("GPUSIM_PROFILE_DIR", "/usr/share/gpusim/profile")
 
 NO_DRIVER = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -18,7 +19,7 @@ NO_DRIVER = (
 
 def read(name):
     try:
-        with open("%s/%s" % (PROFILE, name)) as handle:
+        with open(f"{PROFILE}/{name}") as handle:
             return handle.read()
     except OSError:
         sys.stdout.write(NO_DRIVER)
@@ -27,29 +28,31 @@ def read(name):
 
 def xml_text():
     text = read("nvidia-smi-q-x.xml")
-    text = re.sub(r"<driver_version>[^<]*<", "<driver_version>%s<" % DRIVER_VERSION, text)
-    text = re.sub(r"<cuda_version>[^<]*<", "<cuda_version>%s<" % CUDA_VERSION, text)
-    return re.sub(r"<gsp_firmware_version>(?!N/A)[^<]*<", "<gsp_firmware_version>%s<" % DRIVER_VERSION, text)
+    text = re.sub(r"<driver_version>[^<]*<", f"<driver_version>{DRIVER_VERSION}<", text)
+    text = re.sub(r"<cuda_version>[^<]*<", f"<cuda_version>{CUDA_VERSION}<", text)
+    return re.sub(r"<gsp_firmware_version>(?!N/A)[^<]*<", f"<gsp_firmware_version>{DRIVER_VERSION}<", text)
 
 
 def gpus():
     root = ET.fromstring(xml_text().split("\n", 2)[2])
     out = []
     for gpu in root.findall("gpu"):
-        out.append({
-            "index": str(len(out)),
-            "name": gpu.findtext("product_name"),
-            "uuid": gpu.findtext("uuid"),
-            "pci.bus_id": gpu.findtext("pci/pci_bus_id"),
-            "driver_version": DRIVER_VERSION,
-            "memory.total": gpu.findtext("fb_memory_usage/total"),
-            "memory.used": gpu.findtext("fb_memory_usage/used"),
-            "serial": gpu.findtext("serial"),
-            "vbios_version": gpu.findtext("vbios_version"),
-            "persistence_mode": gpu.findtext("persistence_mode"),
-            "mig.mode.current": gpu.findtext("mig_mode/current_mig"),
-            "minor_number": gpu.findtext("minor_number"),
-        })
+        out.append(
+            {
+                "index": str(len(out)),
+                "name": gpu.findtext("product_name"),
+                "uuid": gpu.findtext("uuid"),
+                "pci.bus_id": gpu.findtext("pci/pci_bus_id"),
+                "driver_version": DRIVER_VERSION,
+                "memory.total": gpu.findtext("fb_memory_usage/total"),
+                "memory.used": gpu.findtext("fb_memory_usage/used"),
+                "serial": gpu.findtext("serial"),
+                "vbios_version": gpu.findtext("vbios_version"),
+                "persistence_mode": gpu.findtext("persistence_mode"),
+                "mig.mode.current": gpu.findtext("mig_mode/current_mig"),
+                "minor_number": gpu.findtext("minor_number"),
+            }
+        )
     return out
 
 
@@ -61,7 +64,7 @@ def query(fields, fmt):
     rows = gpus()
     for field in fields:
         if rows and field not in rows[0]:
-            sys.stdout.write('Field "%s" is not a valid field to query.\n\n' % field)
+            sys.stdout.write(f'Field "{field}" is not a valid field to query.\n\n')
             return 2
     if "noheader" not in opts:
         sys.stdout.write(", ".join(fields) + "\n")
@@ -80,13 +83,13 @@ def main(argv):
         sys.stdout.write(read("nvidia-smi-topo-m.txt"))
     elif argv == ["-L"]:
         for gpu in gpus():
-            sys.stdout.write("GPU %s: %s (UUID: %s)\n" % (gpu["index"], gpu["name"], gpu["uuid"]))
+            sys.stdout.write("GPU {}: {} (UUID: {})\n".format(gpu["index"], gpu["name"], gpu["uuid"]))
     elif argv == ["--version"]:
         read("profile.json")
+        nvml = DRIVER_VERSION.rsplit(".", 1)[0]
         sys.stdout.write(
-            "NVIDIA-SMI version  : %s\nNVML version        : %s\nDRIVER version      : %s\n"
-            "CUDA Version        : %s\n" % (DRIVER_VERSION, DRIVER_VERSION.rsplit(".", 1)[0], DRIVER_VERSION,
-                                             CUDA_VERSION)
+            f"NVIDIA-SMI version  : {DRIVER_VERSION}\nNVML version        : {nvml}\n"
+            f"DRIVER version      : {DRIVER_VERSION}\nCUDA Version        : {CUDA_VERSION}\n"
         )
     elif argv and argv[0].startswith("--query-gpu="):
         fmt = [a for a in argv[1:] if a.startswith("--format=")]
@@ -96,13 +99,13 @@ def main(argv):
         return query(argv[0].split("=", 1)[1].split(","), fmt[0].split("=", 1)[1])
     elif not argv:
         rows = gpus()
-        sys.stdout.write("NVIDIA-SMI %s    Driver Version: %s    CUDA Version: %s\n"
-                         % (DRIVER_VERSION, DRIVER_VERSION, CUDA_VERSION))
+        sys.stdout.write(
+            f"NVIDIA-SMI {DRIVER_VERSION}    Driver Version: {DRIVER_VERSION}    CUDA Version: {CUDA_VERSION}\n"
+        )
         for gpu in rows:
-            sys.stdout.write("%3s  %-32s %s  %s\n" % (gpu["index"], gpu["name"], gpu["pci.bus_id"],
-                                                       gpu["memory.total"]))
+            sys.stdout.write(f"{gpu['index']:>3}  {gpu['name']:<32} {gpu['pci.bus_id']}  {gpu['memory.total']}\n")
     else:
-        sys.stderr.write("gpusim nvidia-smi: arguments not simulated: %s\n" % " ".join(argv))
+        sys.stderr.write("gpusim nvidia-smi: arguments not simulated: {}\n".format(" ".join(argv)))
         return 2
     return 0
 

@@ -16,7 +16,7 @@ DRIVER_STAMP = "/usr/share/gpusim/driver-version"
 
 
 def log(msg):
-    sys.stdout.write("%s[%d]: %s\n" % (NAME, os.getpid(), msg))
+    sys.stdout.write(f"{NAME}[{os.getpid()}]: {msg}\n")
     sys.stdout.flush()
 
 
@@ -28,7 +28,7 @@ def main():
             log("NVIDIA driver is not installed")
             return 1
         if driver != VERSION:
-            log("fabric manager version %s does not match the driver version %s" % (VERSION, driver))
+            log(f"fabric manager version {VERSION} does not match the driver version {driver}")
             return 1
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if LISTEN:
@@ -37,11 +37,11 @@ def main():
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         server.bind((host, int(port)))
         server.listen(8)
-        log("version %s listening on %s" % (VERSION, LISTEN))
+        log(f"version {VERSION} listening on {LISTEN}")
         while True:
-            conn, _ = server.accept()
+            conn, _addr = server.accept()
             conn.close()
-    log("version %s started" % VERSION)
+    log(f"version {VERSION} started")
     while True:
         time.sleep(3600)
 

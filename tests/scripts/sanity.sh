@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# ansible-test sanity on the collection, from a temporary ansible_collections/gpuops/cluster
+# tree holding what git tracks (plus new, not ignored files).
+#
+# ansible-test's --venv mode bootstraps pip from ci-files.testing.ansible.com, which air-gapped
+# and CI machines cannot reach; so the tests run --local in a virtualenv of their own
+# (.cache/sanity-venv, the pinned ansible-core plus ansible-test's own requirements from PyPI),
+# apart from the project's .venv.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+venv="$top/.cache/sanity-venv"
+core=$(grep -E '^ansible-core==' "$top/requirements.txt")
+if [ ! -x "$venv/bin/ansible-test" ] || [ "$(cat "$venv/.core" 2>/dev/null)" != "$core" ]; then
+  echo "==> creating $venv with $core"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "$core"
+  echo "$core" >"$venv/.core"
+fi
+export PATH="$venv/bin:$PATH"
+
+# ansible-test looks for its pip bootstrap script in ~/.ansible/test/cache before downloading
+# it: put the offline stand-in there.
+pip_version=$(grep -oE "pip='[0-9.]+'" "$venv"/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py |
+  grep -oE '[0-9.]+')
+mkdir -p "$HOME/.ansible/test/cache"
+cp "$top/tests/scripts/get_pip_offline.py" "$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpuops-sanity.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+dest="$work/ansible_collections/gpuops/cluster"
+mkdir -p "$dest"
+
+cd "$top"
+git ls-files -z --cached --others --exclude-standard |
+  grep -zv '^\.collections/' |
+  while IFS= read -r -d '' f; do [ -e "$f" ] && cp --parents -P "$f" "$dest/"; done
+# ansible-test reads file lists from git; give the copy a repository of its own.
+git -C "$dest" init -q
+git -C "$dest" add -A
+
+cd "$dest"
+python=$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+echo "==> ansible-test sanity (python $python)"
+ansible-test sanity --local --requirements --python "$python" --color no "$@"

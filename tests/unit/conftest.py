@@ -1,0 +1,37 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GPUSIM = ROOT / "tests" / "gpusim"
+PROFILE_NAMES = sorted(p.stem for p in (GPUSIM / "profiles").glob("*.yml"))
+
+
+def load_script(path: Path, name: str):
+    """Import a script of the test harness (not a package) as a module."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def assemble():
+    return load_script(GPUSIM / "assemble.py", "gpusim_assemble")
+
+
+@pytest.fixture(scope="session")
+def repo_builder():
+    return load_script(GPUSIM / "repo" / "build.py", "gpusim_repo_build")
+
+
+def profile_summary(name: str) -> dict:
+    return json.loads((GPUSIM / "profiles" / name / "profile.json").read_text())

@@ -1,0 +1,70 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The collection's own metadata, its checkout link, and the built tarball."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tarfile
+
+import yaml
+from conftest import ROOT
+
+
+def test_galaxy_identity():
+    galaxy = yaml.safe_load((ROOT / "galaxy.yml").read_text())
+    assert (galaxy["namespace"], galaxy["name"]) == ("gpuops", "cluster")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", galaxy["version"])
+    runtime = yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())
+    assert runtime["requires_ansible"].startswith(">=")
+
+
+def test_checkout_link_resolves_to_the_repository_root():
+    link = ROOT / ".collections" / "ansible_collections" / "gpuops" / "cluster"
+    assert link.is_symlink()
+    assert link.resolve() == ROOT
+
+
+def test_every_requirement_is_pinned():
+    lines = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    reqs = [line for line in lines if line]
+    assert reqs
+    for req in reqs:
+        assert re.fullmatch(r"[A-Za-z0-9_.-]+(\[[a-z,]+\])?==[0-9][0-9A-Za-z.]*", req), req
+
+
+def test_built_tarball_leaves_out_local_state_and_installs(tmp_path):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+    subprocess.run(
+        ["ansible-galaxy", "collection", "build", "--output-path", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    tarball = next(tmp_path.glob("gpuops-cluster-*.tar.gz"))
+    with tarfile.open(tarball) as tar:
+        names = tar.getnames()
+    assert "MANIFEST.json" in names
+    assert "tests/gpusim/profiles/dgx-h100/nvidia-smi-q-x.xml" in names
+    for forbidden in (".venv", ".cache", ".collections", ".git", ".ci", "build"):
+        assert not [n for n in names if n == forbidden or n.startswith(forbidden + "/")], forbidden
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    dest = tmp_path / "installed"
+    subprocess.run(
+        ["ansible-galaxy", "collection", "install", "--force", "-p", str(dest), str(tarball)],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    listing = subprocess.run(
+        ["ansible-galaxy", "collection", "list", "-p", str(dest), "gpuops.cluster"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
+    assert re.search(r"gpuops\.cluster\s+\d+\.\d+\.\d+", listing)
+    installed = dest / "ansible_collections" / "gpuops" / "cluster"
+    assert (installed / "meta" / "runtime.yml").read_text() == (ROOT / "meta" / "runtime.yml").read_text()

@@ -1,0 +1,120 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The stand-in repository: real names and versions, consistent indexes, valid signatures."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("gpg") is None, reason="gpg (gnupg) is needed to sign the repository")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory, repo_builder):
+    base = tmp_path_factory.mktemp("gpusim")
+    repo_builder.build(base / "www", base / "cache")
+    return base / "www", repo_builder
+
+
+def stanzas(folder):
+    return [dict(re.findall(r"^([\w-]+): (.*)$", s, re.M)) for s in (folder / "Packages").read_text().split("\n\n")]
+
+
+def test_release_lists_the_indexes_with_their_hashes(repo):
+    www, builder = repo
+    for name in builder.REPOS:
+        folder = www / name
+        release = (folder / "Release").read_text()
+        for index in ("Packages", "Packages.gz"):
+            blob = (folder / index).read_bytes()
+            assert f" {hashlib.sha256(blob).hexdigest()} {len(blob):>8} {index}" in release
+
+
+def test_every_package_file_matches_its_index_entry(repo):
+    www, builder = repo
+    for name in builder.REPOS:
+        for entry in stanzas(www / name):
+            deb = (www / name / entry["Filename"]).read_bytes()
+            assert deb.startswith(b"!<arch>\ndebian-binary")
+            assert int(entry["Size"]) == len(deb)
+            assert entry["SHA256"] == hashlib.sha256(deb).hexdigest()
+
+
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb checks the .deb format")
+def test_dpkg_reads_the_packages(repo):
+    www, _builder = repo
+    deb = next((www / "compute/cuda/repos/debian12/x86_64").glob("nvidia-utils-570_570.133.20-1_amd64.deb"))
+    info = subprocess.run(
+        ["dpkg-deb", "-f", str(deb), "Package", "Version", "Depends"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "Version: 570.133.20-1" in info
+    assert "Depends: libnvidia-compute-570 (= 570.133.20-1)" in info
+    contents = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True, check=True).stdout
+    assert "./usr/bin/nvidia-smi" in contents
+
+
+def test_every_exact_dependency_is_in_the_repository(repo):
+    www, builder = repo
+    available = {(e["Package"], e["Version"]) for name in builder.REPOS for e in stanzas(www / name)}
+    for name in builder.REPOS:
+        for entry in stanzas(www / name):
+            for dep in filter(None, entry.get("Depends", "").split(", ")):
+                m = re.fullmatch(r"(\S+) \(= (\S+)\)", dep)
+                assert m, dep
+                assert (m.group(1), m.group(2)) in available, f"{entry['Package']} needs {dep}"
+
+
+@pytest.mark.parametrize(
+    ("package", "version"),
+    [
+        ("nvidia-driver-570-open", "570.133.20-1"),
+        ("nvidia-driver-570-open", "570.172.08-1"),
+        ("nvidia-open-580", "580.65.06-1"),
+        ("nvidia-open", "580.95.05-1"),
+        ("cuda-drivers-580", "580.95.05-1"),
+        ("nvidia-fabricmanager-570", "570.133.20-1"),
+        ("libnvidia-nscq-580", "580.95.05-1"),
+        ("cuda-toolkit-12-4", "12.4.1-1"),
+        ("cuda-toolkit-12-8", "12.8.1-1"),
+        ("libcudnn9-cuda-12", "9.10.2.21-1"),
+        ("cudnn9-cuda-12", "9.10.2.21-1"),
+        ("libnccl2", "2.21.5-1+cuda12.4"),
+        ("libnccl-dev", "2.26.5-1+cuda12.8"),
+        ("datacenter-gpu-manager-4-cuda12", "1:4.2.3-1"),
+        ("nvidia-container-toolkit", "1.17.8-1"),
+        ("libnvidia-container1", "1.18.0-1"),
+        ("doca-ofed", "2.9.1-018000-24.10-debian12"),
+    ],
+)
+def test_real_names_and_versions(repo, package, version):
+    www, builder = repo
+    entries = [e for name in builder.REPOS for e in stanzas(www / name)]
+    assert {"Package": package, "Version": version}.items() <= next(
+        (e for e in entries if e["Package"] == package and e["Version"] == version), {}
+    ).items()
+
+
+def _gpgv(keyring, folder):
+    return subprocess.run(
+        ["gpgv", "--keyring", str(keyring), str(folder / "InRelease")], capture_output=True, text=True, check=False
+    )
+
+
+@pytest.mark.skipif(shutil.which("gpgv") is None, reason="gpgv verifies the signatures")
+def test_signature_verifies_with_the_archive_key_only(repo):
+    www, builder = repo
+    for name in builder.REPOS:
+        assert _gpgv(www / "keys/gpusim-archive-keyring.gpg", www / name).returncode == 0
+        assert _gpgv(www / "keys/gpusim-wrong-keyring.gpg", www / name).returncode != 0
+
+
+def test_rebuild_is_reproducible(repo, tmp_path):
+    www, builder = repo
+    builder.build(tmp_path / "www", www.parent / "cache")
+    folder = "compute/cuda/repos/debian12/x86_64"
+    assert (tmp_path / "www" / folder / "Packages").read_bytes() == (www / folder / "Packages").read_bytes()

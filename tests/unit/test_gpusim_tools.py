@@ -1,0 +1,93 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The stand-in tools the simulated nodes run, exercised against every profile."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+from conftest import GPUSIM, PROFILE_NAMES, profile_summary
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+def run(tool: str, *args: str, profile: str | None = None, env_extra: dict | None = None):
+    env = dict(os.environ, GPUSIM_PROFILE_DIR=str(GPUSIM / "profiles" / (profile or "missing")), **(env_extra or {}))
+    return subprocess.run([sys.executable, str(tool), *args], capture_output=True, text=True, env=env, check=False)
+
+
+LSPCI = GPUSIM / "bin" / "lspci"
+IBSTAT = GPUSIM / "bin" / "ibstat"
+
+
+@pytest.mark.parametrize("name", PROFILE_NAMES)
+def test_lspci_Dnn_is_the_profile(name):
+    assert run(LSPCI, "-Dnn", profile=name).stdout == (GPUSIM / "profiles" / name / "lspci-Dnn.txt").read_text()
+
+
+def test_lspci_formats():
+    first_gpu = run(LSPCI, "-d", "10de:2330", profile="dgx-h100").stdout.splitlines()[0]
+    assert first_gpu == "53:00.0 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev a1)"
+    assert run(LSPCI, "-n", "-s", "53:00.0", profile="dgx-h100").stdout == "53:00.0 0302: 10de:2330 (rev a1)\n"
+    assert run(LSPCI, "-D", "-d", "::0680", profile="dgx-h100").stdout.count("NVSwitch") == 4
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(PROFILE_NAMES), vendor=st.sampled_from(["10de", "15b3", "8086", "1a03", "ffff"]))
+def test_lspci_vendor_filter_keeps_exactly_that_vendor(name, vendor):
+    full = run(LSPCI, "-Dnn", profile=name).stdout.splitlines()
+    filtered = run(LSPCI, "-Dnn", "-d", f"{vendor}:", profile=name).stdout.splitlines()
+    assert filtered == [line for line in full if f"[{vendor}:" in line]
+
+
+def test_lspci_refuses_options_it_does_not_simulate():
+    result = run(LSPCI, "-vvv", profile="dgx-h100")
+    assert result.returncode == 2
+    assert "unsupported argument '-vvv'" in result.stderr
+
+
+@pytest.mark.parametrize("name", PROFILE_NAMES)
+def test_ibstat_list_and_single_ca(name):
+    names = sorted(n["name"] for n in profile_summary(name)["nics"])
+    assert sorted(run(IBSTAT, "-l", profile=name).stdout.split()) == names
+    one = run(IBSTAT, names[0], profile=name).stdout
+    assert one.startswith(f"CA '{names[0]}'\n")
+    assert one.count("CA '") == 1
+    missing = run(IBSTAT, "mlx5_99", profile=name)
+    assert missing.returncode == 255
+
+
+@pytest.fixture(scope="module")
+def nvidia_smi(tmp_path_factory, repo_builder):
+    path = tmp_path_factory.mktemp("smi") / "nvidia-smi"
+    path.write_text(repo_builder._template("nvidia-smi.py", DRIVER_VERSION="580.95.05", CUDA_VERSION="13.0"))
+    return path
+
+
+@pytest.mark.parametrize("name", PROFILE_NAMES)
+def test_nvidia_smi_reports_the_installed_version_and_the_profile(nvidia_smi, name):
+    out = run(nvidia_smi, "-q", "-x", profile=name).stdout
+    root = ET.fromstring(out.split("\n", 2)[2])
+    assert root.findtext("driver_version") == "580.95.05"
+    assert root.findtext("cuda_version") == "13.0"
+    assert [g.findtext("uuid") for g in root.findall("gpu")] == profile_summary(name)["gpu_uuids"]
+    gsp = {g.findtext("gsp_firmware_version") for g in root.findall("gpu")}
+    assert gsp == ({"N/A"} if name == "dgx1-v100" else {"580.95.05"})
+
+
+def test_nvidia_smi_query_and_list(nvidia_smi):
+    csv = run(nvidia_smi, "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits", profile="pcie-l40s")
+    assert csv.stdout.splitlines() == [f"{i}, NVIDIA L40S, 46068" for i in range(4)]
+    assert run(nvidia_smi, "-L", profile="pcie-l40s").stdout.count("NVIDIA L40S (UUID: GPU-") == 4
+    bad = run(nvidia_smi, "--query-gpu=bogus", "--format=csv", profile="pcie-l40s")
+    assert bad.returncode == 2
+
+
+def test_nvidia_smi_without_hardware_fails_like_the_real_one(nvidia_smi):
+    result = run(nvidia_smi, "-q", "-x", profile=None)
+    assert result.returncode == 9
+    assert "couldn't communicate with the NVIDIA driver" in result.stdout
