@@ -178,7 +178,7 @@ def driver_packages() -> list[Package]:
                 )
                 dkms.files["/usr/share/gpusim/driver-version"] = (f"{v}\n", 0o644)
                 dkms.files["/usr/share/gpusim/kernel-module-flavour"] = (f"{flavour}\n", 0o644)
-                driver = pkg(
+                pkg(
                     f"nvidia-driver-{branch}{suffix}",
                     f"NVIDIA driver metapackage ({flavour})",
                     depends=[
@@ -186,7 +186,6 @@ def driver_packages() -> list[Package]:
                     ]
                     + [f"nvidia-dkms-{branch}{suffix} (= {ver})"],
                 )
-                del driver
             pkg(
                 f"nvidia-open-{branch}",
                 "NVIDIA open kernel module driver (branch-suffixed name)",
