@@ -1,0 +1,28 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one exception type the parsers of this collection raise."""
+
+from __future__ import annotations
+
+
+class ParseError(ValueError):
+    """Output of a command that the parser cannot read.
+
+    ``command`` names the command whose output it was, ``line_number`` (1-based) and ``line``
+    point at the offending line when there is one.
+    """
+
+    def __init__(self, message, command=None, line_number=None, line=None):
+        self.reason = message
+        self.command = command
+        self.line_number = line_number
+        self.line = line
+        where = ""
+        if line_number is not None:
+            where = " at line {}: {!r}".format(line_number, (line or "")[:200])
+        prefix = f"{command}: " if command else ""
+        super().__init__(f"{prefix}{message}{where}")
+
+    def to_dict(self):
+        """The evidence, for fail_json."""
+        return {"command": self.command, "line_number": self.line_number, "line": self.line, "reason": self.reason}

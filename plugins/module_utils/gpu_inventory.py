@@ -1,0 +1,167 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Merge what lspci, ``nvidia-smi -q -x`` and ``nvidia-smi topo -m`` say into the ``nvidia_gpu`` facts.
+
+Pure: the module runs the commands and hands the parsed results (and a reader for sysfs) here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import expand_cpulist, nearest_nics
+from ansible_collections.gpuops.cluster.plugins.module_utils.pci import identify_gpu, normalize_bus_id
+
+_ARCHITECTURES = {
+    "volta": "volta",
+    "turing": "turing",
+    "ampere": "ampere",
+    "ada lovelace": "ada",
+    "ada": "ada",
+    "hopper": "hopper",
+    "blackwell": "blackwell",
+}
+# Where the architecture alone fixes the compute capability (Ampere and Blackwell have several).
+_ONLY_CAPABILITY = {"volta": "7.0", "turing": "7.5", "ada": "8.9", "hopper": "9.0"}
+
+
+def _no_sysfs(_path):
+    return None
+
+
+def _sysfs_numa(read, bus_id):
+    text = read(f"bus/pci/devices/{bus_id}/numa_node")
+    if text is None or not text.strip().lstrip("-").isdigit():
+        return None
+    node = int(text.strip())
+    return node if node >= 0 else None
+
+
+def _sysfs_cpus(read, bus_id):
+    text = read(f"bus/pci/devices/{bus_id}/local_cpulist")
+    if text is None:
+        return None
+    try:
+        return expand_cpulist(text.strip(), "sysfs local_cpulist")
+    except ValueError:
+        return None
+
+
+def _from_query(gpu, pci_by_bus):
+    bus_id = normalize_bus_id(gpu["pci_bus_id"])
+    pci_device = pci_by_bus.get(bus_id, {})
+    known = identify_gpu(gpu["pci_device_id"] or pci_device.get("device_id"), pci_device.get("device_name"))
+    architecture = known["architecture"]
+    if architecture is None and gpu["architecture"]:
+        architecture = _ARCHITECTURES.get(gpu["architecture"].lower(), gpu["architecture"].lower())
+    capability = known["compute_capability"] or _ONLY_CAPABILITY.get(architecture)
+    slug = known["slug"] if known["known"] else (identify_gpu(None, gpu["name"])["slug"] or known["slug"])
+    return {
+        "index": gpu["index"],
+        "uuid": gpu["uuid"],
+        "name": gpu["name"],
+        "pci_bus_id": bus_id,
+        "pci_device_id": gpu["pci_device_id"] or pci_device.get("device_id"),
+        "minor_number": gpu["minor_number"],
+        "memory_total_mib": gpu["memory_total_mib"],
+        "mig_mode": gpu["mig_mode"],
+        "mig_devices": gpu["mig_devices"],
+        "virtualization_mode": gpu["virtualization_mode"],
+        "persistence_mode": gpu["persistence_mode"],
+        "vbios_version": gpu["vbios_version"],
+        "module_id": gpu["module_id"],
+        "pcie": gpu["pcie"],
+        "slug": slug,
+        "architecture": architecture,
+        "compute_capability": capability,
+    }
+
+
+def _from_pci(index, device):
+    return {
+        "index": index,
+        "uuid": None,
+        "name": "NVIDIA {}".format(device["model"]) if device["model"] else None,
+        "pci_bus_id": device["pci_bus_id"],
+        "pci_device_id": device["device_id"],
+        "minor_number": None,
+        "memory_total_mib": None,
+        "mig_mode": None,
+        "mig_devices": 0,
+        "virtualization_mode": None,
+        "persistence_mode": None,
+        "vbios_version": None,
+        "module_id": None,
+        "pcie": None,
+        "slug": device["slug"],
+        "architecture": device["architecture"],
+        "compute_capability": device["compute_capability"],
+    }
+
+
+def build_gpu_facts(pci, query=None, topology=None, read_sysfs=None, nvidia_smi_error=None):
+    """The ``nvidia_gpu`` facts.
+
+    ``pci`` is :func:`pci.classify` output (or None when lspci is missing), ``query`` the parsed
+    ``nvidia-smi -q -x`` (None before the driver), ``topology`` the parsed ``topo -m`` (None when
+    not run), ``read_sysfs(relative_path)`` returns a sysfs file's text or None.
+    """
+    read = read_sysfs or _no_sysfs
+    pci = pci or {"gpus": [], "nvswitches": [], "hcas": []}
+    pci_by_bus = {device["pci_bus_id"]: device for device in pci["gpus"]}
+    driver_loaded = query is not None
+    if driver_loaded:
+        gpus = [_from_query(gpu, pci_by_bus) for gpu in query["gpus"]]
+        source = "nvidia-smi"
+    else:
+        gpus = [_from_pci(index, device) for index, device in enumerate(pci["gpus"])]
+        source = "lspci" if pci["gpus"] else None
+
+    for gpu in gpus:
+        label = "GPU{}".format(gpu["index"])
+        cpus = topology["cpu_affinity"].get(label) if topology else None
+        numa = topology["numa_affinity"].get(label) if topology else None
+        gpu["cpu_affinity"] = cpus if cpus is not None else _sysfs_cpus(read, gpu["pci_bus_id"])
+        gpu["numa_node"] = numa if numa is not None else _sysfs_numa(read, gpu["pci_bus_id"])
+        if topology and label in topology["links"]:
+            gpu["nearest_nics"], gpu["nearest_nic_link"] = nearest_nics(topology, label)
+            gpu["nvlink_peers"] = sum(
+                1 for other, cell in topology["links"][label].items() if other in topology["gpus"] and cell[:2] == "NV"
+            )
+        else:
+            gpu["nearest_nics"], gpu["nearest_nic_link"], gpu["nvlink_peers"] = [], None, None
+
+    first = gpus[0] if gpus else {}
+    models = Counter((gpu["name"], gpu["slug"]) for gpu in gpus)
+    return {
+        "present": bool(gpus) or bool(pci["gpus"]),
+        "source": source,
+        "driver_loaded": driver_loaded,
+        "driver_version": query["driver_version"] if query else None,
+        "cuda_version": query["cuda_version"] if query else None,
+        "nvidia_smi_error": nvidia_smi_error,
+        "count": len(gpus),
+        "pci_gpu_count": len(pci["gpus"]),
+        "product": first.get("name"),
+        "slug": first.get("slug"),
+        "architecture": first.get("architecture"),
+        "compute_capability": first.get("compute_capability"),
+        "heterogeneous": len(models) > 1,
+        "models": [
+            {"product": name, "slug": slug, "count": count} for (name, slug), count in sorted(models.items(), key=str)
+        ],
+        "mig_enabled": any(gpu["mig_mode"] == "enabled" for gpu in gpus),
+        "nvswitch_count": len(pci["nvswitches"]),
+        "nvswitches": [device["pci_bus_id"] for device in pci["nvswitches"]],
+        "hca_pci": [
+            {
+                "pci_bus_id": device["pci_bus_id"],
+                "device_id": device["device_id"],
+                "model": device["model"],
+                "virtual_function": device["virtual_function"],
+            }
+            for device in pci["hcas"]
+        ],
+        "gpus": gpus,
+        "topology": {"links": topology["links"] if topology else {}, "nics": topology["nics"] if topology else []},
+    }

@@ -1,0 +1,177 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pure parsers for ``ibstat`` (infiniband-diags) and ``ibdev2netdev`` (MLNX/DOCA OFED)."""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+
+IBSTAT_COMMAND = "ibstat"
+IBDEV2NETDEV_COMMAND = "ibdev2netdev"
+
+_CA = re.compile(r"CA '([^']+)'\Z")
+_PORT = re.compile(r"Port (\d+):\Z")
+_FIELD = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*:\s*(.*)\Z")
+_GUID = re.compile(r"0x[0-9a-fA-F]+\Z")
+_RATE = re.compile(r"\d+(?:\.\d+)?\Z")
+
+_CA_FIELDS = {
+    "CA type": "ca_type",
+    "Number of ports": "number_of_ports",
+    "Firmware version": "firmware_version",
+    "Hardware version": "hardware_version",
+    "Node GUID": "node_guid",
+    "System image GUID": "system_image_guid",
+}
+_PORT_FIELDS = {
+    "State": "state",
+    "Physical state": "physical_state",
+    "Rate": "rate",
+    "Base lid": "base_lid",
+    "LMC": "lmc",
+    "SM lid": "sm_lid",
+    "Capability mask": "capability_mask",
+    "Port GUID": "port_guid",
+    "Link layer": "link_layer",
+}
+_INT_FIELDS = ("number_of_ports", "base_lid", "lmc", "sm_lid")
+_GUID_FIELDS = ("node_guid", "system_image_guid", "port_guid", "capability_mask")
+STATES = ("Active", "Down", "Initializing", "Armed", "Polling", "Disabled", "Unknown")
+
+
+def _value(key, raw, line_number, line):
+    if key in _INT_FIELDS:
+        if not raw.isdigit():
+            raise ParseError(f"{key} is not a number", IBSTAT_COMMAND, line_number, line)
+        return int(raw)
+    if key in _GUID_FIELDS:
+        if not _GUID.match(raw):
+            raise ParseError(f"{key} is not a hexadecimal value", IBSTAT_COMMAND, line_number, line)
+        return raw.lower()
+    if key == "rate":
+        if not _RATE.match(raw):
+            raise ParseError("Rate is not a number of Gb/s", IBSTAT_COMMAND, line_number, line)
+        rate = float(raw)
+        return int(rate) if rate.is_integer() else rate
+    if key == "state" and raw not in STATES:
+        raise ParseError(f"unknown port state {raw!r}", IBSTAT_COMMAND, line_number, line)
+    return raw
+
+
+def _close_ca(ca, line_number, line):
+    if ca is None:
+        return
+    declared = ca["number_of_ports"]
+    if declared is not None and declared != len(ca["ports"]):
+        raise ParseError(
+            "CA {} declares {} port(s) but {} are listed".format(ca["name"], declared, len(ca["ports"])),
+            IBSTAT_COMMAND,
+            line_number,
+            line,
+        )
+    for port in ca["ports"]:
+        if port["state"] is None:
+            raise ParseError(
+                "port {} of CA {} has no State".format(port["port"], ca["name"]), IBSTAT_COMMAND, line_number, line
+            )
+        # ibstat from before RoCE printed no Link layer: its ports were InfiniBand.
+        port["link_layer_reported"] = port["link_layer"] is not None
+        if port["link_layer"] is None:
+            port["link_layer"] = "InfiniBand"
+
+
+def parse_ibstat(text):
+    """Parse ``ibstat`` output into a list of CAs, each with its ``ports``.
+
+    CA keys: ``name``, ``ca_type``, ``number_of_ports``, ``firmware_version``, ``hardware_version``,
+    ``node_guid``, ``system_image_guid``, ``ports``. Port keys: ``port``, ``state``,
+    ``physical_state``, ``rate`` (Gb/s, int unless fractional such as 2.5), ``base_lid``, ``lmc``,
+    ``sm_lid``, ``capability_mask``, ``port_guid``, ``link_layer`` and ``link_layer_reported``.
+    Fields an old ibstat does not print are None. Lines of unknown ``key: value`` form (error
+    and warning lines of the diags, such as ``ibwarn: ...``) are ignored.
+    """
+    if not isinstance(text, str):
+        raise ParseError(f"expected text, got {type(text).__name__}", IBSTAT_COMMAND)
+    cas = []
+    ca = None
+    port = None
+    line_number = 0
+    line = None
+    for line_number, line in enumerate(text.replace("\r", "").split("\n"), 1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        match = _CA.match(stripped)
+        if match:
+            _close_ca(ca, line_number, line)
+            if any(known["name"] == match.group(1) for known in cas):
+                raise ParseError(f"CA {match.group(1)} is listed twice", IBSTAT_COMMAND, line_number, line)
+            ca = {"name": match.group(1), "ports": []}
+            ca.update(dict.fromkeys(_CA_FIELDS.values()))
+            cas.append(ca)
+            port = None
+            continue
+        match = _PORT.match(stripped)
+        if match:
+            if ca is None:
+                raise ParseError("a Port before any CA", IBSTAT_COMMAND, line_number, line)
+            number = int(match.group(1))
+            if any(known["port"] == number for known in ca["ports"]):
+                raise ParseError(f"port {number} is listed twice", IBSTAT_COMMAND, line_number, line)
+            port = {"port": number}
+            port.update(dict.fromkeys(_PORT_FIELDS.values()))
+            ca["ports"].append(port)
+            continue
+        match = _FIELD.match(stripped)
+        if not match:
+            raise ParseError("not a CA, Port or 'key: value' line", IBSTAT_COMMAND, line_number, line)
+        key, raw = match.group(1), match.group(2).strip()
+        if key in _PORT_FIELDS:
+            if port is None:
+                raise ParseError("a port field outside of a Port block", IBSTAT_COMMAND, line_number, line)
+            port[_PORT_FIELDS[key]] = _value(_PORT_FIELDS[key], raw, line_number, line)
+        elif key in _CA_FIELDS:
+            if ca is None or port is not None:
+                raise ParseError("a CA field outside of the CA's header", IBSTAT_COMMAND, line_number, line)
+            ca[_CA_FIELDS[key]] = _value(_CA_FIELDS[key], raw, line_number, line)
+    _close_ca(ca, line_number, line)
+    return cas
+
+
+_IBDEV2NETDEV = re.compile(r"(\S+) port (\d+) ==> (\S+) \(([^)]*)\)\Z")
+
+
+def parse_ibdev2netdev(text):
+    """Parse ``ibdev2netdev``: ``[{"ca": "mlx5_0", "port": 1, "netdev": "ib0", "state": "Up"}, ...]``."""
+    if not isinstance(text, str):
+        raise ParseError(f"expected text, got {type(text).__name__}", IBDEV2NETDEV_COMMAND)
+    entries = []
+    for line_number, line in enumerate(text.replace("\r", "").split("\n"), 1):
+        if not line.strip():
+            continue
+        match = _IBDEV2NETDEV.match(line.strip())
+        if not match:
+            raise ParseError(
+                "not a '<ca> port <n> ==> <netdev> (<state>)' line", IBDEV2NETDEV_COMMAND, line_number, line
+            )
+        entries.append(
+            {"ca": match.group(1), "port": int(match.group(2)), "netdev": match.group(3), "state": match.group(4)}
+        )
+    return entries
+
+
+def natural_key(name):
+    """Sort ``mlx5_2`` before ``mlx5_10``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def active_ports(cas):
+    """``{"InfiniBand": ["mlx5_0:1", ...], "Ethernet": [...]}``: the Active ports per link layer, in natural order."""
+    result = {}
+    for ca in sorted(cas, key=lambda ca: natural_key(ca["name"])):
+        for port in ca["ports"]:
+            if port["state"] == "Active":
+                result.setdefault(port["link_layer"], []).append("{}:{}".format(ca["name"], port["port"]))
+    return result

@@ -1,0 +1,318 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pure parsers for ``nvidia-smi topo -m`` and ``nvidia-smi -q -x``.
+
+Both take the command's text and return plain data; bad input raises :class:`ParseError`
+(a ``ValueError``) naming the line. Nothing here runs a command.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+
+TOPO_COMMAND = "nvidia-smi topo -m"
+QUERY_COMMAND = "nvidia-smi -q -x"
+
+# Terminal colour and cursor sequences some wrappers leave in captured output.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# One matrix cell. Old drivers said SOC where newer ones say SYS.
+_LINK = r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC"
+_LINKS_RE = re.compile(rf"(?:{_LINK})+")
+_LINK_RE = re.compile(_LINK)
+# Columns whose names hold spaces; anything else in the header is one word.
+_MULTIWORD = re.compile(r"CPU\s+Affinity|NUMA\s+Affinity|GPU\s+NUMA\s+ID")
+_LABEL = re.compile(r"[A-Za-z][A-Za-z0-9_.:-]*\Z")
+_NIC_LEGEND = re.compile(r"\s*(NIC\d+)\s*:\s*(\S+)\s*\Z")
+_CPULIST = re.compile(r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*\Z")
+_INT = re.compile(r"-?\d+\Z")
+_MAX_CPUS = 1 << 16
+# Words of the affinity columns, should a copy have broken their names apart.
+_AFFINITY_WORDS = ("CPU", "NUMA", "GPU", "Affinity", "ID")
+
+# Smaller is closer. NV# is a direct NVLink connection; the PCIe/SMP levels follow the legend
+# nvidia-smi prints under the matrix.
+LINK_ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+def link_rank(value):
+    """Sort key of a topology cell: lower means closer (``X`` < ``NV#`` < ``PIX`` < ... < ``SYS``)."""
+    if value.startswith("NV") and value[2:].isdigit():
+        # More bonded links are closer than fewer.
+        return (1, -int(value[2:]))
+    if value == "SOC":
+        value = "SYS"
+    return (LINK_ORDER.index(value), 0)
+
+
+def expand_cpulist(text, command=TOPO_COMMAND, line_number=None, line=None):
+    """``"0-3,8"`` -> ``[0, 1, 2, 3, 8]``; ``N/A`` -> None."""
+    text = text.strip()
+    if text in ("", "N/A"):
+        return None
+    if not _CPULIST.match(text):
+        raise ParseError(f"not a CPU list: {text!r}", command, line_number, line)
+    cpus = set()
+    for part in text.split(","):
+        low, _sep, high = part.partition("-")
+        first, last = int(low), int(high or low)
+        if last < first or last - first >= _MAX_CPUS or len(cpus) > _MAX_CPUS:
+            raise ParseError(f"impossible CPU range {part!r}", command, line_number, line)
+        cpus.update(range(first, last + 1))
+    return sorted(cpus)
+
+
+def _int_or_none(text, what, line_number, line):
+    text = text.strip()
+    if text in ("", "N/A"):
+        return None
+    if not _INT.match(text):
+        raise ParseError(f"{what} is not a number: {text!r}", TOPO_COMMAND, line_number, line)
+    return int(text)
+
+
+def _split_cells(token):
+    """A matrix cell, or several cells run together (``PXBNODE``, ``SYSSYS``) as some copies show."""
+    if _LINKS_RE.fullmatch(token):
+        return _LINK_RE.findall(token)
+    return None
+
+
+def _header_columns(line, line_number):
+    columns = []
+    position = 0
+    for match in _MULTIWORD.finditer(line):
+        columns.extend(line[position : match.start()].split())
+        columns.append(" ".join(match.group(0).split()))
+        position = match.end()
+    columns.extend(line[position:].split())
+    devices = []
+    while columns and _LABEL.match(columns[0]) and columns[0] not in _AFFINITY_WORDS:
+        devices.append(columns.pop(0))
+    if not devices or devices[0] != "GPU0":
+        raise ParseError("the matrix header does not start with GPU0", TOPO_COMMAND, line_number, line)
+    if len(set(devices)) != len(devices):
+        raise ParseError("a device appears twice in the matrix header", TOPO_COMMAND, line_number, line)
+    return devices, columns
+
+
+def parse_topo(text):
+    """Parse ``nvidia-smi topo -m`` (or ``--matrix``/``-mp``) output.
+
+    Returns ``{"gpus": [...], "nics": [...], "links": {a: {b: cell}}, "cpu_affinity": {gpu: [int]|None},
+    "numa_affinity": {gpu: int|None}, "gpu_numa_id": {gpu: int|None}}``. NICs shown as ``NIC<n>``
+    are resolved to their kernel names through the ``NIC Legend``.
+    """
+    if not isinstance(text, str):
+        raise ParseError(f"expected text, got {type(text).__name__}", TOPO_COMMAND)
+    lines = _ANSI.sub("", text).replace("\r", "").split("\n")
+    header_at = None
+    for number, line in enumerate(lines, 1):
+        words = line.split()
+        # The header starts with GPU0 and goes on with column names; GPU0's row goes on with a cell.
+        if words[:1] == ["GPU0"] and (len(words) == 1 or _split_cells(words[1]) is None):
+            header_at = number
+            break
+    if header_at is None:
+        raise ParseError("no matrix header (a line of column names starting with GPU0)", TOPO_COMMAND)
+    devices, extra = _header_columns(lines[header_at - 1], header_at)
+    width = len(devices)
+
+    links = {}
+    affinity_tokens = {}
+    number = header_at
+    for number in range(header_at + 1, len(lines) + 1):
+        line = lines[number - 1]
+        words = line.split()
+        if not words or words[0].rstrip(":") in ("Legend", "NIC"):
+            break
+        label = words[0]
+        if label not in devices:
+            raise ParseError(f"row {label!r} is not a column of the matrix", TOPO_COMMAND, number, line)
+        if label in links:
+            raise ParseError(f"row {label!r} appears twice", TOPO_COMMAND, number, line)
+        cells = []
+        rest = words[1:]
+        while rest and len(cells) < width:
+            split = _split_cells(rest[0])
+            if split is None:
+                break
+            cells.extend(split)
+            rest = rest[1:]
+        if len(cells) != width:
+            raise ParseError(
+                f"row {label} has {len(cells)} cells where the header has {width} devices",
+                TOPO_COMMAND,
+                number,
+                line,
+            )
+        if cells[devices.index(label)] != "X":
+            raise ParseError(f"row {label} does not have X on the diagonal", TOPO_COMMAND, number, line)
+        if rest and not label.startswith("GPU"):
+            raise ParseError(f"unexpected text after the cells of {label}", TOPO_COMMAND, number, line)
+        links[label] = {dev: ("SYS" if cell == "SOC" else cell) for dev, cell in zip(devices, cells) if dev != label}
+        affinity_tokens[label] = (rest, number, line)
+
+    missing = [dev for dev in devices if dev not in links]
+    if missing:
+        raise ParseError("no matrix row for {}".format(", ".join(missing)), TOPO_COMMAND, number, lines[number - 1])
+
+    legend = {}
+    for line in lines[number - 1 :]:
+        match = _NIC_LEGEND.match(line)
+        if match:
+            legend[match.group(1)] = match.group(2)
+
+    def name(dev):
+        return legend.get(dev, dev)
+
+    gpus = [dev for dev in devices if re.match(r"GPU\d+\Z", dev)]
+    nics = [name(dev) for dev in devices if dev not in gpus]
+    if len(set(nics)) != len(nics):
+        raise ParseError("two NICs resolve to the same name in the NIC Legend", TOPO_COMMAND)
+
+    cpu_affinity, numa_affinity, gpu_numa_id = {}, {}, {}
+    for gpu in gpus:
+        rest, number, line = affinity_tokens[gpu]
+        values = dict(zip(extra, rest))
+        if len(rest) > len(extra):
+            raise ParseError("more affinity values than affinity columns", TOPO_COMMAND, number, line)
+        cpu_affinity[gpu] = expand_cpulist(values.get("CPU Affinity", ""), TOPO_COMMAND, number, line)
+        numa_affinity[gpu] = _int_or_none(values.get("NUMA Affinity", ""), "NUMA Affinity", number, line)
+        gpu_numa_id[gpu] = _int_or_none(values.get("GPU NUMA ID", ""), "GPU NUMA ID", number, line)
+
+    return {
+        "gpus": gpus,
+        "nics": nics,
+        "links": {name(dev): {name(other): cell for other, cell in row.items()} for dev, row in links.items()},
+        "cpu_affinity": cpu_affinity,
+        "numa_affinity": numa_affinity,
+        "gpu_numa_id": gpu_numa_id,
+    }
+
+
+def nearest_nics(topology, gpu):
+    """The NICs at the smallest topology distance from ``gpu`` (a label such as ``GPU0``), and that distance."""
+    row = topology["links"].get(gpu, {})
+    cells = [(link_rank(row[nic]), nic) for nic in topology["nics"] if nic in row]
+    if not cells:
+        return [], None
+    best = min(rank for rank, _nic in cells)
+    names = [nic for rank, nic in cells if rank == best]
+    return names, row[names[0]]
+
+
+# ---------------------------------------------------------------------------------------------
+# nvidia-smi -q -x
+
+_NA = ("", "N/A", "Not Found", "Unknown Error", "[N/A]", "Requested functionality has been deprecated")
+
+
+def _text(node, path):
+    found = node.find(path)
+    if found is None or found.text is None:
+        return None
+    value = " ".join(found.text.split())
+    return None if value in _NA else value
+
+
+def _mib(node, path):
+    value = _text(node, path)
+    if value is None:
+        return None
+    match = re.match(r"(\d+)\s*MiB\Z", value)
+    return int(match.group(1)) if match else None
+
+
+def _number(value):
+    if value is None:
+        return None
+    match = re.match(r"(\d+)x?\Z", value)
+    return int(match.group(1)) if match else None
+
+
+def _device_id(value):
+    # <pci_device_id> is the device id then NVIDIA's vendor id: 233010DE. Anything else (some
+    # published captures are anonymised to 000000DE) is treated as unknown.
+    if value and re.match(r"[0-9A-Fa-f]{4}10[Dd][Ee]\Z", value) and value[:4] != "0000":
+        return value[:4].lower()
+    return None
+
+
+def _mode(value):
+    return value.lower() if value else None
+
+
+def parse_query_xml(text):
+    """Parse ``nvidia-smi -q -x``: ``{"driver_version", "cuda_version", "gpus": [...]}``.
+
+    Each GPU has ``index`` (document order, which is nvidia-smi's enumeration order), ``uuid``,
+    ``name``, ``pci_bus_id``, ``pci_device_id`` (the 4 hex digits of the device), ``minor_number``,
+    ``memory_total_mib``, ``mig_mode`` (``enabled``/``disabled``/None), ``mig_devices``,
+    ``virtualization_mode``, ``architecture`` (as the driver prints it, or None on old drivers),
+    ``persistence_mode``, ``vbios_version``, ``serial``, ``module_id`` and ``pcie``.
+    """
+    if not isinstance(text, str):
+        raise ParseError(f"expected text, got {type(text).__name__}", QUERY_COMMAND)
+    start = text.find("<?xml")
+    if start < 0:
+        start = text.find("<nvidia_smi_log")
+    if start < 0:
+        first = text.strip().split("\n", 1)[0] if text.strip() else ""
+        raise ParseError("no XML document in the output", QUERY_COMMAND, 1 if first else None, first or None)
+    # Anything before the document (driver warnings) is skipped; line numbers stay those of the input.
+    skipped_lines = text.count("\n", 0, start)
+    body = text[start:]
+    # The DOCTYPE names a DTD file nvidia-smi does not ship; the parser must not look for it.
+    body = re.sub(r"<!DOCTYPE[^>\[]*(\[[^\]]*\])?\s*>", "", body, count=1)
+    try:
+        root = ET.fromstring(body.encode("utf-8", "surrogateescape"))
+    except ET.ParseError as exc:
+        line_number = exc.position[0] + skipped_lines if getattr(exc, "position", None) else None
+        all_lines = text.split("\n")
+        line = all_lines[line_number - 1] if line_number and line_number <= len(all_lines) else None
+        raise ParseError(f"malformed XML ({exc})", QUERY_COMMAND, line_number, line) from None
+    if root.tag != "nvidia_smi_log":
+        raise ParseError(f"the document is <{root.tag}>, not <nvidia_smi_log>", QUERY_COMMAND)
+
+    gpus = []
+    for element in root.findall("gpu"):
+        bus_id = element.get("id") or _text(element, "pci/pci_bus_id")
+        if not bus_id:
+            raise ParseError("a <gpu> element has no PCI bus id", QUERY_COMMAND)
+        device_id = _text(element, "pci/pci_device_id")
+        mig_devices = element.find("mig_devices")
+        gpus.append(
+            {
+                "index": len(gpus),
+                "uuid": _text(element, "uuid"),
+                "name": _text(element, "product_name"),
+                "brand": _text(element, "product_brand"),
+                "architecture": _text(element, "product_architecture"),
+                "pci_bus_id": bus_id,
+                "pci_device_id": _device_id(device_id),
+                "minor_number": _number(_text(element, "minor_number")),
+                "memory_total_mib": _mib(element, "fb_memory_usage/total"),
+                "mig_mode": _mode(_text(element, "mig_mode/current_mig")),
+                "mig_devices": len(mig_devices.findall("mig_device")) if mig_devices is not None else 0,
+                "virtualization_mode": _text(element, "gpu_virtualization_mode/virtualization_mode"),
+                "persistence_mode": _mode(_text(element, "persistence_mode")),
+                "vbios_version": _text(element, "vbios_version"),
+                "serial": _text(element, "serial"),
+                "module_id": _number(_text(element, "platformInfo/module_id") or _text(element, "gpu_module_id")),
+                "pcie": {
+                    "max_gen": _number(_text(element, "pci/pci_gpu_link_info/pcie_gen/max_link_gen")),
+                    "current_gen": _number(_text(element, "pci/pci_gpu_link_info/pcie_gen/current_link_gen")),
+                    "max_width": _number(_text(element, "pci/pci_gpu_link_info/link_widths/max_link_width")),
+                    "current_width": _number(_text(element, "pci/pci_gpu_link_info/link_widths/current_link_width")),
+                },
+            }
+        )
+    return {
+        "driver_version": _text(root, "driver_version"),
+        "cuda_version": _text(root, "cuda_version"),
+        "attached_gpus": _number(_text(root, "attached_gpus")),
+        "gpus": gpus,
+    }

@@ -1,0 +1,181 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ib_facts
+short_description: InfiniBand and RoCE adapters and ports, as facts
+version_added: 0.1.0
+description:
+  - Sets C(ansible_facts.infiniband) from one run of C(ibstat) (Debian/Ubuntu package
+    C(infiniband-diags)).
+  - Each port's network interface comes from C(ibdev2netdev) when it is installed (MLNX/DOCA OFED),
+    otherwise from C(/sys/class/infiniband/<ca>/device/net/).
+  - C(present) is false when there is no adapter or no C(ibstat); the module does not fail then.
+  - Output the parser cannot read fails the module with the command, the line number and the line.
+author:
+  - gpuops.cluster contributors
+extends_documentation_fragment:
+  - gpuops.cluster.facts
+options:
+  ibstat_path:
+    description:
+      - Path of C(ibstat). By default it is looked up in C(PATH) and C(/usr/sbin).
+    type: path
+  ibdev2netdev:
+    description:
+      - Use C(ibdev2netdev) for the port-to-interface map when it is installed.
+    type: bool
+    default: true
+"""
+
+EXAMPLES = r"""
+- name: Read the InfiniBand adapters
+  gpuops.cluster.ib_facts:
+
+- name: Every node has its 8 compute-fabric ports up
+  ansible.builtin.assert:
+    that: ansible_facts.infiniband.active_ports.InfiniBand | length == 8
+    fail_msg: "active InfiniBand ports: {{ ansible_facts.infiniband.active_ports.InfiniBand }}"
+
+- name: NCCL_IB_HCA from the active InfiniBand ports
+  ansible.builtin.debug:
+    msg: "NCCL_IB_HCA={{ '=' ~ ansible_facts.infiniband.active_ports.InfiniBand | join(',') }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The facts.
+  returned: always
+  type: dict
+  contains:
+    infiniband:
+      description: The node's RDMA adapters (InfiniBand and RoCE).
+      returned: always
+      type: dict
+      contains:
+        present:
+          description: ibstat listed at least one adapter.
+          type: bool
+        reason:
+          description: Why C(present) is false (no ibstat, or what ibstat said); null otherwise.
+          type: str
+          sample: ibstat was not found (Debian/Ubuntu package infiniband-diags)
+        ca_count:
+          description: Number of adapters (CAs).
+          type: int
+          sample: 12
+        sysfs_cas:
+          description: Adapter names under C(/sys/class/infiniband), also listed without ibstat.
+          type: list
+          elements: str
+        hcas:
+          description:
+            - One entry per adapter in natural order (mlx5_2 before mlx5_10). Keys C(name),
+              C(ca_type), C(number_of_ports), C(firmware_version), C(hardware_version),
+              C(node_guid), C(system_image_guid), C(netdev) (first port's interface),
+              C(netdevs) and C(ports).
+            - Each port has C(port), C(state), C(physical_state), C(rate) (Gb/s), C(base_lid),
+              C(lmc), C(sm_lid), C(capability_mask), C(port_guid), C(link_layer) (InfiniBand or
+              Ethernet; old ibstat without the line means InfiniBand, C(link_layer_reported) says
+              which) and C(netdev).
+          type: list
+          elements: dict
+        active_ports:
+          description: The Active ports (C(ca:port)) per link layer; both keys are always there.
+          type: dict
+          sample: {InfiniBand: ["mlx5_0:1", "mlx5_3:1"], Ethernet: ["mlx5_1:1"]}
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuops.cluster.plugins.module_utils.commands import first_line, parse_or_fail, run
+from ansible_collections.gpuops.cluster.plugins.module_utils.ibstat import (
+    active_ports,
+    natural_key,
+    parse_ibdev2netdev,
+    parse_ibstat,
+)
+
+
+def _listdir(path):
+    try:
+        return sorted(os.listdir(path), key=natural_key)
+    except OSError:
+        return []
+
+
+def _absent(sysfs_cas, reason):
+    return {
+        "present": False,
+        "reason": reason,
+        "ca_count": 0,
+        "sysfs_cas": sysfs_cas,
+        "hcas": [],
+        "active_ports": {"InfiniBand": [], "Ethernet": []},
+    }
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "ibstat_path": {"type": "path"},
+            "ibdev2netdev": {"type": "bool", "default": True},
+            "sysfs_root": {"type": "path", "default": "/sys"},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    sysfs_class = os.path.join(params["sysfs_root"], "class", "infiniband")
+    sysfs_cas = _listdir(sysfs_class)
+
+    ibstat = params["ibstat_path"] or module.get_bin_path("ibstat", opt_dirs=["/usr/sbin"])
+    if not ibstat:
+        facts = _absent(sysfs_cas, "ibstat was not found (Debian/Ubuntu package infiniband-diags)")
+        module.exit_json(changed=False, ansible_facts={"infiniband": facts})
+
+    argv = [ibstat]
+    rc, out, err = run(module, argv)
+    if rc != 0 and "CA '" not in out:
+        facts = _absent(sysfs_cas, "ibstat: {}".format(first_line(err, out) or f"exit code {rc}"))
+        module.exit_json(changed=False, ansible_facts={"infiniband": facts})
+    cas = parse_or_fail(module, parse_ibstat, out, argv)
+    if not cas:
+        module.exit_json(changed=False, ansible_facts={"infiniband": _absent(sysfs_cas, "ibstat lists no adapter")})
+
+    netdevs = {}
+    tool = module.get_bin_path("ibdev2netdev", opt_dirs=["/usr/sbin"]) if params["ibdev2netdev"] else None
+    if tool:
+        rc, out, err = run(module, [tool])
+        if rc == 0:
+            for entry in parse_or_fail(module, parse_ibdev2netdev, out, [tool]):
+                netdevs[(entry["ca"], entry["port"])] = entry["netdev"]
+        else:
+            module.warn(f"ibdev2netdev failed (rc {rc}): {first_line(err, out)}")
+
+    for ca in cas:
+        from_sysfs = _listdir(os.path.join(sysfs_class, ca["name"], "device", "net"))
+        for port in ca["ports"]:
+            port["netdev"] = netdevs.get((ca["name"], port["port"]))
+            if port["netdev"] is None and len(from_sysfs) == 1 and len(ca["ports"]) == 1:
+                port["netdev"] = from_sysfs[0]
+        named = [port["netdev"] for port in ca["ports"] if port["netdev"]]
+        ca["netdevs"] = sorted(set(named) | set(from_sysfs), key=natural_key)
+        ca["netdev"] = named[0] if named else (from_sysfs[0] if from_sysfs else None)
+
+    ports = active_ports(cas)
+    facts = {
+        "present": True,
+        "reason": None,
+        "ca_count": len(cas),
+        "sysfs_cas": sysfs_cas,
+        "hcas": sorted(cas, key=lambda ca: natural_key(ca["name"])),
+        "active_ports": {"InfiniBand": ports.get("InfiniBand", []), "Ethernet": ports.get("Ethernet", [])},
+    }
+    module.exit_json(changed=False, ansible_facts={"infiniband": facts})
+
+
+if __name__ == "__main__":
+    main()
