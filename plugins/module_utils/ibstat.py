@@ -97,15 +97,15 @@ def parse_ibstat(text):
     cas = []
     ca = None
     port = None
-    line_number = 0
-    line = None
+    last = (None, None)  # the last non-blank line: where a CA that does not add up ends
     for line_number, line in enumerate(text.replace("\r", "").split("\n"), 1):
         stripped = line.strip()
         if not stripped:
             continue
         match = _CA.match(stripped)
         if match:
-            _close_ca(ca, line_number, line)
+            _close_ca(ca, *last)
+            last = (line_number, line)
             if any(known["name"] == match.group(1) for known in cas):
                 raise ParseError(f"CA {match.group(1)} is listed twice", IBSTAT_COMMAND, line_number, line)
             ca = {"name": match.group(1), "ports": []}
@@ -120,6 +120,7 @@ def parse_ibstat(text):
             number = int(match.group(1))
             if any(known["port"] == number for known in ca["ports"]):
                 raise ParseError(f"port {number} is listed twice", IBSTAT_COMMAND, line_number, line)
+            last = (line_number, line)
             port = {"port": number}
             port.update(dict.fromkeys(_PORT_FIELDS.values()))
             ca["ports"].append(port)
@@ -136,7 +137,8 @@ def parse_ibstat(text):
             if ca is None or port is not None:
                 raise ParseError("a CA field outside of the CA's header", IBSTAT_COMMAND, line_number, line)
             ca[_CA_FIELDS[key]] = _value(_CA_FIELDS[key], raw, line_number, line)
-    _close_ca(ca, line_number, line)
+        last = (line_number, line)
+    _close_ca(ca, *last)
     return cas
 
 

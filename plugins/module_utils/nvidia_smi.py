@@ -123,6 +123,7 @@ def parse_topo(text):
     links = {}
     affinity_tokens = {}
     number = header_at
+    last_row = header_at
     for number in range(header_at + 1, len(lines) + 1):
         line = lines[number - 1]
         words = line.split()
@@ -154,10 +155,16 @@ def parse_topo(text):
             raise ParseError(f"unexpected text after the cells of {label}", TOPO_COMMAND, number, line)
         links[label] = {dev: ("SYS" if cell == "SOC" else cell) for dev, cell in zip(devices, cells) if dev != label}
         affinity_tokens[label] = (rest, number, line)
+        last_row = number
 
     missing = [dev for dev in devices if dev not in links]
     if missing:
-        raise ParseError("no matrix row for {}".format(", ".join(missing)), TOPO_COMMAND, number, lines[number - 1])
+        raise ParseError(
+            "no matrix row for {} (the matrix ends here)".format(", ".join(missing)),
+            TOPO_COMMAND,
+            last_row,
+            lines[last_row - 1],
+        )
 
     legend = {}
     for line in lines[number - 1 :]:

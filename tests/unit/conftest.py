@@ -11,6 +11,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 GPUSIM = ROOT / "tests" / "gpusim"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# The checkout's .collections/ansible_collections/gpuops/cluster links back to the checkout, so the
+# collection's module_utils import the way they do on a managed node.
+if str(ROOT / ".collections") not in sys.path:
+    sys.path.insert(0, str(ROOT / ".collections"))
 PROFILE_NAMES = sorted(p.stem for p in (GPUSIM / "profiles").glob("*.yml"))
 
 
@@ -35,3 +41,12 @@ def repo_builder():
 
 def profile_summary(name: str) -> dict:
     return json.loads((GPUSIM / "profiles" / name / "profile.json").read_text())
+
+
+def fixtures(kind: str) -> list[Path]:
+    """The captured outputs of one kind (topo, smi_xml, ibstat, ibdev2netdev, lspci)."""
+    return sorted((FIXTURES / kind).iterdir())
+
+
+def fixture(kind: str, name: str) -> str:
+    return (FIXTURES / kind / name).read_text()

@@ -1,0 +1,295 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpu_facts and ib_facts with run_command mocked: the exact commands, once each, and the facts."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpuops.cluster.plugins.modules import gpu_facts, ib_facts
+from conftest import GPUSIM, fixture, profile_summary
+
+NO_DRIVER = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+    "Make sure that the latest NVIDIA driver is installed and running.\n"
+)
+
+
+class Exited(Exception):
+    def __init__(self, failed, result):
+        super().__init__(result.get("msg"))
+        self.failed = failed
+        self.result = result
+
+
+class Node:
+    """A fake node: the binaries it has and what each exact argv prints."""
+
+    def __init__(self, monkeypatch, binaries, outputs):
+        self.binaries = binaries
+        self.outputs = outputs
+        self.calls = []
+        self.warnings = []
+        monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", self.get_bin_path)
+        monkeypatch.setattr(basic.AnsibleModule, "run_command", self.run_command)
+        monkeypatch.setattr(basic.AnsibleModule, "exit_json", self.exit_json)
+        monkeypatch.setattr(basic.AnsibleModule, "fail_json", self.fail_json)
+        monkeypatch.setattr(basic.AnsibleModule, "warn", lambda module, text: self.warnings.append(text))
+
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        return self.binaries.get(name)
+
+    def run_command(self, argv, **kwargs):
+        assert kwargs.get("environ_update", {}).get("LC_ALL") == "C"
+        self.calls.append(list(argv))
+        assert tuple(argv) in self.outputs, f"unexpected command {argv}"
+        return self.outputs[tuple(argv)]
+
+    @staticmethod
+    def exit_json(module, **result):
+        raise Exited(False, result)
+
+    @staticmethod
+    def fail_json(module, **result):
+        raise Exited(True, result)
+
+
+def run_module(main, args=None, check_mode=False):
+    args = dict(args or {})
+    if check_mode:
+        args["_ansible_check_mode"] = True
+    with patch_module_args(args), pytest.raises(Exited) as exited:
+        main()
+    return exited.value
+
+
+def profile_file(name, file):
+    return (GPUSIM / "profiles" / name / file).read_text()
+
+
+def driver_outputs(name):
+    return {
+        ("/usr/bin/lspci", "-Dnn"): (0, profile_file(name, "lspci-Dnn.txt"), ""),
+        ("/usr/bin/nvidia-smi", "-q", "-x"): (0, profile_file(name, "nvidia-smi-q-x.xml"), ""),
+        ("/usr/bin/nvidia-smi", "topo", "-m"): (0, profile_file(name, "nvidia-smi-topo-m.txt"), ""),
+    }
+
+
+BINARIES = {"lspci": "/usr/bin/lspci", "nvidia-smi": "/usr/bin/nvidia-smi"}
+
+# profile: (slug, architecture, compute capability, NVSwitches, nearest NIC of GPU0, its distance)
+EXPECTED = {
+    "dgx-h100": ("h100", "hopper", "9.0", 4, ["mlx5_0"], "PIX"),
+    "hgx-b200": ("b200", "blackwell", "10.0", 2, ["mlx5_4"], "PXB"),
+    "dgx1-v100": ("v100", "volta", "7.0", 0, ["mlx5_0"], "PIX"),
+    "pcie-l40s": ("l40s", "ada", "8.9", 0, ["mlx5_0"], "NODE"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_gpu_facts_with_the_driver(monkeypatch, name, check_mode):
+    node = Node(monkeypatch, BINARIES, driver_outputs(name))
+    exited = run_module(gpu_facts.main, check_mode=check_mode)
+    assert not exited.failed and exited.result["changed"] is False
+    # One lspci, one -q -x, one topo -m: nothing more, in that order.
+    assert node.calls == [list(argv) for argv in driver_outputs(name)]
+    facts = exited.result["ansible_facts"]["nvidia_gpu"]
+    summary = profile_summary(name)
+    slug, architecture, capability, nvswitches, nearest, link = EXPECTED[name]
+    assert facts["present"] and facts["driver_loaded"] and facts["source"] == "nvidia-smi"
+    assert facts["driver_version"] == summary["profile_driver_version"]
+    assert (facts["count"], facts["pci_gpu_count"]) == (summary["gpu_count"], summary["gpu_count"])
+    assert facts["product"] == summary["gpu_name"]
+    assert (facts["slug"], facts["architecture"], facts["compute_capability"]) == (slug, architecture, capability)
+    assert facts["nvswitch_count"] == nvswitches == summary["nvswitch_count"]
+    gpu0 = facts["gpus"][0]
+    assert (gpu0["nearest_nics"], gpu0["nearest_nic_link"]) == (nearest, link)
+    assert gpu0["uuid"] == summary["gpu_uuids"][0]
+    assert gpu0["pci_bus_id"] == summary["gpu_pci_bus_ids"][0]
+    assert gpu0["numa_node"] == 0 and gpu0["cpu_affinity"][0] == 0
+    assert [gpu["index"] for gpu in facts["gpus"]] == list(range(summary["gpu_count"]))
+    assert facts["topology"]["nics"] == [nic["name"] for nic in summary["nics"]]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_gpu_facts_before_the_driver(monkeypatch, name):
+    outputs = {("/usr/bin/lspci", "-Dnn"): (0, profile_file(name, "lspci-Dnn.txt"), "")}
+    node = Node(monkeypatch, {"lspci": "/usr/bin/lspci"}, outputs)
+    facts = run_module(gpu_facts.main).result["ansible_facts"]["nvidia_gpu"]
+    assert node.calls == [["/usr/bin/lspci", "-Dnn"]]
+    slug, architecture, capability, nvswitches, _nearest, _link = EXPECTED[name]
+    summary = profile_summary(name)
+    assert facts["present"] and not facts["driver_loaded"] and facts["source"] == "lspci"
+    assert facts["driver_version"] is None and facts["cuda_version"] is None
+    assert facts["count"] == summary["gpu_count"]
+    assert (facts["slug"], facts["architecture"], facts["compute_capability"]) == (slug, architecture, capability)
+    assert facts["nvswitch_count"] == nvswitches
+    assert facts["product"].startswith("NVIDIA ")
+    assert [gpu["pci_bus_id"] for gpu in facts["gpus"]] == summary["gpu_pci_bus_ids"]
+    assert facts["gpus"][0]["nearest_nics"] == [] and facts["topology"] == {"links": {}, "nics": []}
+
+
+def test_gpu_facts_driver_installed_but_not_loaded(monkeypatch):
+    outputs = driver_outputs("dgx-h100")
+    outputs[("/usr/bin/nvidia-smi", "-q", "-x")] = (9, NO_DRIVER, "")
+    node = Node(monkeypatch, BINARIES, outputs)
+    facts = run_module(gpu_facts.main).result["ansible_facts"]["nvidia_gpu"]
+    assert node.calls == [["/usr/bin/lspci", "-Dnn"], ["/usr/bin/nvidia-smi", "-q", "-x"]]
+    assert not facts["driver_loaded"] and facts["count"] == 8 and facts["source"] == "lspci"
+    assert facts["nvidia_smi_error"].startswith("NVIDIA-SMI has failed")
+
+
+def test_gpu_facts_without_topology(monkeypatch, tmp_path):
+    outputs = driver_outputs("dgx-h100")
+    del outputs[("/usr/bin/nvidia-smi", "topo", "-m")]
+    device = tmp_path / "bus" / "pci" / "devices" / "0000:97:00.0"
+    device.mkdir(parents=True)
+    (device / "numa_node").write_text("1\n")
+    (device / "local_cpulist").write_text("56-111,168-223\n")
+    node = Node(monkeypatch, BINARIES, outputs)
+    facts = run_module(gpu_facts.main, {"topology": False, "sysfs_root": str(tmp_path)}).result
+    facts = facts["ansible_facts"]["nvidia_gpu"]
+    assert len(node.calls) == 2
+    gpu4 = facts["gpus"][4]
+    assert gpu4["numa_node"] == 1 and len(gpu4["cpu_affinity"]) == 112
+    assert facts["gpus"][0]["numa_node"] is None and facts["gpus"][0]["cpu_affinity"] is None
+    assert gpu4["nearest_nics"] == [] and facts["topology"]["links"] == {}
+
+
+def test_gpu_facts_with_no_gpu(monkeypatch):
+    lspci = "\n".join(
+        line for line in fixture("lspci", "lspci_nn_kvm_vm_a10_mlx5_vf.txt").split("\n") if "10de" not in line
+    )
+    node = Node(
+        monkeypatch,
+        BINARIES,
+        {
+            ("/usr/bin/lspci", "-Dnn"): (0, lspci, ""),
+            ("/usr/bin/nvidia-smi", "-q", "-x"): (6, "No devices were found\n", ""),
+        },
+    )
+    facts = run_module(gpu_facts.main).result["ansible_facts"]["nvidia_gpu"]
+    assert len(node.calls) == 2
+    assert facts["present"] is False and facts["count"] == 0 and facts["gpus"] == []
+    assert facts["product"] is None and facts["slug"] is None and facts["nvswitch_count"] == 0
+    assert len(facts["hca_pci"]) == 1
+
+
+def test_gpu_facts_without_lspci_or_nvidia_smi(monkeypatch):
+    node = Node(monkeypatch, {}, {})
+    facts = run_module(gpu_facts.main).result["ansible_facts"]["nvidia_gpu"]
+    assert node.calls == [] and facts["present"] is False
+    assert any("pciutils" in warning for warning in node.warnings)
+
+
+def test_gpu_facts_unreadable_topology_fails_with_the_line(monkeypatch):
+    outputs = driver_outputs("dgx-h100")
+    topo = profile_file("dgx-h100", "nvidia-smi-topo-m.txt").replace("NV18", "NV?", 1)
+    outputs[("/usr/bin/nvidia-smi", "topo", "-m")] = (0, topo, "")
+    Node(monkeypatch, BINARIES, outputs)
+    exited = run_module(gpu_facts.main)
+    assert exited.failed
+    assert "nvidia-smi topo -m" in exited.result["msg"]
+    assert exited.result["line_number"] == 2 and "NV?" in exited.result["line"]
+    assert exited.result["cmd"] == ["/usr/bin/nvidia-smi", "topo", "-m"]
+
+
+def test_gpu_facts_lspci_failure_is_reported(monkeypatch):
+    Node(monkeypatch, BINARIES, {("/usr/bin/lspci", "-Dnn"): (1, "", "lspci: Cannot open /sys/bus/pci\n")})
+    exited = run_module(gpu_facts.main)
+    assert exited.failed and "Cannot open /sys/bus/pci" in exited.result["msg"]
+
+
+def test_gpu_facts_rejects_unknown_options(monkeypatch):
+    Node(monkeypatch, BINARIES, {})
+    exited = run_module(gpu_facts.main, {"topolgy": False})
+    assert exited.failed and "topolgy" in exited.result["msg"]
+
+
+# --------------------------------------------------------------------------------------------
+# ib_facts
+
+
+def ib_outputs(name):
+    return {
+        ("/usr/sbin/ibstat",): (0, profile_file(name, "ibstat.txt"), ""),
+        ("/usr/sbin/ibdev2netdev",): (0, profile_file(name, "ibdev2netdev.txt"), ""),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_ib_facts_profiles(monkeypatch, name, check_mode):
+    node = Node(monkeypatch, {"ibstat": "/usr/sbin/ibstat", "ibdev2netdev": "/usr/sbin/ibdev2netdev"}, ib_outputs(name))
+    exited = run_module(ib_facts.main, check_mode=check_mode)
+    assert not exited.failed and exited.result["changed"] is False
+    assert node.calls == [["/usr/sbin/ibstat"], ["/usr/sbin/ibdev2netdev"]]
+    facts = exited.result["ansible_facts"]["infiniband"]
+    summary = profile_summary(name)
+    assert facts["present"] and facts["ca_count"] == len(summary["nics"])
+    assert [hca["name"] for hca in facts["hcas"]] == [nic["name"] for nic in summary["nics"]]
+    assert {hca["name"]: hca["netdev"] for hca in facts["hcas"]} == {
+        nic["name"]: nic["netdev"] for nic in summary["nics"]
+    }
+    for layer in ("InfiniBand", "Ethernet"):
+        expected = [
+            f"{nic['name']}:1" for nic in summary["nics"] if nic["state"] == "Active" and nic["link_layer"] == layer
+        ]
+        assert facts["active_ports"][layer] == expected
+
+
+def test_ib_facts_dgx_h100_ports_in_natural_order(monkeypatch):
+    Node(monkeypatch, {"ibstat": "/usr/sbin/ibstat", "ibdev2netdev": "/usr/sbin/ibdev2netdev"}, ib_outputs("dgx-h100"))
+    facts = run_module(ib_facts.main).result["ansible_facts"]["infiniband"]
+    assert facts["active_ports"]["InfiniBand"] == [
+        "mlx5_0:1",
+        "mlx5_3:1",
+        "mlx5_4:1",
+        "mlx5_5:1",
+        "mlx5_6:1",
+        "mlx5_9:1",
+        "mlx5_10:1",
+        "mlx5_11:1",
+    ]
+    assert facts["active_ports"]["Ethernet"] == ["mlx5_1:1"]
+    mlx5_0 = facts["hcas"][0]
+    assert (mlx5_0["ca_type"], mlx5_0["firmware_version"], mlx5_0["netdev"]) == ("MT4129", "28.39.1002", "ibp79s0")
+    assert mlx5_0["ports"][0]["netdev"] == "ibp79s0" and mlx5_0["ports"][0]["rate"] == 400
+
+
+def test_ib_facts_netdev_from_sysfs_without_ibdev2netdev(monkeypatch, tmp_path):
+    net = tmp_path / "class" / "infiniband" / "mlx5_0" / "device" / "net"
+    (net / "ibp79s0").mkdir(parents=True)
+    ibstat_text = fixture("ibstat", "cx4_single_ca_no_catype_initializing_lid65535.txt")
+    node = Node(monkeypatch, {"ibstat": "/usr/sbin/ibstat"}, {("/usr/sbin/ibstat",): (0, ibstat_text, "")})
+    facts = run_module(ib_facts.main, {"sysfs_root": str(tmp_path)}).result["ansible_facts"]["infiniband"]
+    assert node.calls == [["/usr/sbin/ibstat"]]
+    assert facts["sysfs_cas"] == ["mlx5_0"]
+    assert facts["hcas"][0]["netdev"] == "ibp79s0" and facts["hcas"][0]["ports"][0]["netdev"] == "ibp79s0"
+    assert facts["active_ports"] == {"InfiniBand": [], "Ethernet": []}
+
+
+def test_ib_facts_without_ibstat(monkeypatch, tmp_path):
+    (tmp_path / "class" / "infiniband" / "mlx5_0").mkdir(parents=True)
+    node = Node(monkeypatch, {}, {})
+    facts = run_module(ib_facts.main, {"sysfs_root": str(tmp_path)}).result["ansible_facts"]["infiniband"]
+    assert node.calls == []
+    assert facts["present"] is False and "infiniband-diags" in facts["reason"]
+    assert facts["sysfs_cas"] == ["mlx5_0"] and facts["hcas"] == []
+
+
+def test_ib_facts_with_no_adapter(monkeypatch):
+    message = "ibpanic: [12345] main: stat of IB device 'mlx5_0' failed: No such file or directory\n"
+    Node(monkeypatch, {"ibstat": "/usr/sbin/ibstat"}, {("/usr/sbin/ibstat",): (255, "", message)})
+    facts = run_module(ib_facts.main).result["ansible_facts"]["infiniband"]
+    assert facts["present"] is False and facts["reason"] == "ibstat: " + message.strip()
+
+
+def test_ib_facts_unreadable_output_fails_with_the_line(monkeypatch):
+    text = fixture("ibstat", "a100_vm_8ca_cx6_ib_rate100_active.txt").replace("Rate: 100", "Rate: fast", 1)
+    Node(monkeypatch, {"ibstat": "/usr/sbin/ibstat"}, {("/usr/sbin/ibstat",): (0, text, "")})
+    exited = run_module(ib_facts.main)
+    assert exited.failed and exited.result["line"].strip() == "Rate: fast"
+    assert exited.result["cmd"] == ["/usr/sbin/ibstat"]

@@ -1,0 +1,86 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Mutations of real outputs never make a parser raise anything but its own ParseError."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.gpuops.cluster.plugins.module_utils import ibstat, nvidia_smi, pci
+from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+from conftest import GPUSIM, PROFILE_NAMES, fixtures
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+PARSERS = {
+    "topo": (nvidia_smi.parse_topo, "nvidia-smi-topo-m.txt"),
+    "smi_xml": (nvidia_smi.parse_query_xml, "nvidia-smi-q-x.xml"),
+    "ibstat": (ibstat.parse_ibstat, "ibstat.txt"),
+    "ibdev2netdev": (ibstat.parse_ibdev2netdev, "ibdev2netdev.txt"),
+    "lspci": (pci.parse_lspci, "lspci-Dnn.txt"),
+}
+
+
+def corpus(kind):
+    texts = [path.read_text() for path in fixtures(kind)]
+    texts += [(GPUSIM / "profiles" / name / PARSERS[kind][1]).read_text() for name in PROFILE_NAMES]
+    return texts
+
+
+@st.composite
+def mutated(draw, texts):
+    lines = draw(st.sampled_from(texts)).split("\n")
+    for _ in range(draw(st.integers(1, 4))):
+        where = draw(st.integers(0, max(len(lines) - 1, 0)))
+        action = draw(st.sampled_from(["drop", "duplicate", "truncate", "bytes", "swap", "tabs", "spaces"]))
+        if action == "drop" and lines:
+            del lines[where]
+        elif action == "duplicate" and lines:
+            lines.insert(where, lines[where])
+        elif action == "truncate" and lines:
+            lines[where] = lines[where][: draw(st.integers(0, len(lines[where])))]
+        elif action == "bytes" and lines:
+            cut = draw(st.integers(0, len(lines[where])))
+            noise = draw(st.text(min_size=1, max_size=8))
+            lines[where] = lines[where][:cut] + noise + lines[where][cut:]
+        elif action == "swap" and len(lines) > 1:
+            other = draw(st.integers(0, len(lines) - 1))
+            lines[where], lines[other] = lines[other], lines[where]
+        elif action == "tabs":
+            lines = [line.replace("    ", "\t") for line in lines]
+        elif action == "spaces":
+            lines = [line.expandtabs(draw(st.sampled_from([1, 4, 8]))) for line in lines]
+    return "\n".join(lines)
+
+
+def check(parser, text):
+    try:
+        parser(text)
+    except ParseError as exc:
+        assert type(exc) is ParseError
+        assert str(exc)
+
+
+@pytest.mark.parametrize("kind", sorted(PARSERS))
+def test_mutations_raise_only_parse_error(kind):
+    parser = PARSERS[kind][0]
+
+    @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(mutated(corpus(kind)))
+    def run(text):
+        check(parser, text)
+
+    run()
+
+
+@pytest.mark.parametrize("kind", sorted(PARSERS))
+@settings(max_examples=100, deadline=None)
+@given(junk=st.text(max_size=300))
+def test_random_text_raises_only_parse_error(kind, junk):
+    check(PARSERS[kind][0], junk)
+
+
+@pytest.mark.parametrize("kind", sorted(PARSERS))
+@settings(max_examples=50, deadline=None)
+@given(junk=st.binary(max_size=200))
+def test_random_bytes_decoded_raise_only_parse_error(kind, junk):
+    check(PARSERS[kind][0], junk.decode("utf-8", "surrogateescape"))
