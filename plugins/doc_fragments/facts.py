@@ -14,13 +14,18 @@ options:
     default: /sys
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: The module only reads; it behaves the same in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   facts:
+    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 notes:
   - The module never reports a change.

@@ -19,7 +19,7 @@ description:
   - Works with no GPU at all (C(present=false)).
   - Output a parser cannot read fails the module with the command, the line number and the line.
 author:
-  - gpuops.cluster contributors
+  - gpuops.cluster maintainers (@gpuops-cluster)
 extends_documentation_fragment:
   - gpuops.cluster.facts
 options:

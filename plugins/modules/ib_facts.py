@@ -15,7 +15,7 @@ description:
   - C(present) is false when there is no adapter or no C(ibstat); the module does not fail then.
   - Output the parser cannot read fails the module with the command, the line number and the line.
 author:
-  - gpuops.cluster contributors
+  - gpuops.cluster maintainers (@gpuops-cluster)
 extends_documentation_fragment:
   - gpuops.cluster.facts
 options:

@@ -1,0 +1,135 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmark of the hardware facts: parse time per captured output, and module wall time.
+
+    python bench/facts.py [--repeat N]
+
+Prints numbers; it is never a pass/fail test. The target (issue: hardware facts) is parsing a
+whole 8-GPU, 12-NIC node (lspci + nvidia-smi -q -x + topo -m + ibstat) in under 5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / ".collections"))
+
+from ansible_collections.gpuops.cluster.plugins.module_utils import (  # noqa: E402
+    gpu_inventory,
+    ibstat,
+    nvidia_smi,
+    pci,
+)
+
+GPUSIM = ROOT / "tests" / "gpusim"
+FIXTURES = ROOT / "tests" / "unit" / "fixtures"
+PARSERS = {
+    "topo": nvidia_smi.parse_topo,
+    "smi_xml": nvidia_smi.parse_query_xml,
+    "ibstat": ibstat.parse_ibstat,
+    "ibdev2netdev": ibstat.parse_ibdev2netdev,
+    "lspci": pci.parse_lspci,
+}
+PROFILE_FILES = {
+    "lspci": "lspci-Dnn.txt",
+    "smi_xml": "nvidia-smi-q-x.xml",
+    "topo": "nvidia-smi-topo-m.txt",
+    "ibstat": "ibstat.txt",
+}
+
+
+def best_ms(function, repeat):
+    """Median of ``repeat`` runs, in milliseconds."""
+    times = []
+    for _run in range(repeat):
+        start = time.perf_counter()
+        function()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def parse_fixtures(repeat):
+    print(f"{'parse (median of ' + str(repeat) + ')':<72} {'ms':>8}")
+    for kind, parser in PARSERS.items():
+        for path in sorted((FIXTURES / kind).iterdir()):
+            text = path.read_text()
+            print(f"  {kind + '/' + path.name:<70} {best_ms(lambda t=text, p=parser: p(t), repeat):8.3f}")
+
+
+def whole_node(repeat):
+    print(f"\n{'whole node: parse all four outputs and build the facts':<72} {'ms':>8}")
+    for profile in sorted(p.name for p in (GPUSIM / "profiles").iterdir() if p.is_dir()):
+        texts = {kind: (GPUSIM / "profiles" / profile / name).read_text() for kind, name in PROFILE_FILES.items()}
+
+        def run(texts=texts):
+            found = pci.classify(pci.parse_lspci(texts["lspci"]))
+            query = nvidia_smi.parse_query_xml(texts["smi_xml"])
+            topo = nvidia_smi.parse_topo(texts["topo"])
+            ibstat.parse_ibstat(texts["ibstat"])
+            return gpu_inventory.build_gpu_facts(found, query, topo)
+
+        facts = run()
+        label = f"{profile} ({facts['count']} GPUs, {len(facts['topology']['nics'])} NICs)"
+        print(f"  {label:<70} {best_ms(run, repeat):8.3f}")
+
+
+def stand_in_bin(directory, driver_version="570.133.20", cuda_version="12.8"):
+    template = (GPUSIM / "repo" / "nvidia-smi.py").read_text()
+    smi = directory / "nvidia-smi"
+    smi.write_text(template.replace("@DRIVER_VERSION@", driver_version).replace("@CUDA_VERSION@", cuda_version))
+    for tool in ("lspci", "ibstat", "ibdev2netdev"):
+        shutil.copy(GPUSIM / "bin" / tool, directory / tool)
+    for tool in directory.iterdir():
+        tool.chmod(0o755)
+
+
+def run_module(argv, env):
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    if '"failed": true' in result.stdout or result.returncode:
+        raise SystemExit(f"{argv[2]} failed: {result.stdout}{result.stderr}")
+
+
+def module_wall(repeat):
+    print(f"\n{'module wall time with the stand-in tools (python start included)':<72} {'ms':>8}")
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        (tmp / "bin").mkdir()
+        stand_in_bin(tmp / "bin")
+        args = tmp / "args.json"
+        for profile in ("dgx-h100", "hgx-b200"):
+            env = dict(
+                os.environ,
+                PATH=f"{tmp / 'bin'}:{os.environ['PATH']}",
+                GPUSIM_PROFILE_DIR=str(GPUSIM / "profiles" / profile),
+                PYTHONPATH=str(ROOT / ".collections"),
+            )
+            for module, options in (("gpu_facts", {}), ("gpu_facts", {"topology": False}), ("ib_facts", {})):
+                args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": options}))
+                argv = [sys.executable, "-m", f"ansible_collections.gpuops.cluster.plugins.modules.{module}", str(args)]
+
+                label = f"{profile} {module} {json.dumps(options) if options else ''}"
+                print(f"  {label:<70} {best_ms(partial(run_module, argv, env), max(3, repeat // 20)):8.1f}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
+    parser.add_argument("--repeat", type=int, default=200)
+    args = parser.parse_args()
+    parse_fixtures(args.repeat)
+    whole_node(args.repeat)
+    module_wall(args.repeat)
+
+
+if __name__ == "__main__":
+    main()
