@@ -22,7 +22,3 @@ class ParseError(ValueError):
             where = " at line {}: {!r}".format(line_number, (line or "")[:200])
         prefix = f"{command}: " if command else ""
         super().__init__(f"{prefix}{message}{where}")
-
-    def to_dict(self):
-        """The evidence, for fail_json."""
-        return {"command": self.command, "line_number": self.line_number, "line": self.line, "reason": self.reason}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import expand_cpulist, nearest_nics
-from ansible_collections.gpuops.cluster.plugins.module_utils.pci import identify_gpu, normalize_bus_id
+from ansible_collections.gpuops.cluster.plugins.module_utils.pci import identify_gpu, normalize_bus_id, slugify
 
 _ARCHITECTURES = {
     "volta": "volta",
@@ -55,7 +55,8 @@ def _from_query(gpu, pci_by_bus):
     if architecture is None and gpu["architecture"]:
         architecture = _ARCHITECTURES.get(gpu["architecture"].lower(), gpu["architecture"].lower())
     capability = known["compute_capability"] or _ONLY_CAPABILITY.get(architecture)
-    slug = known["slug"] if known["known"] else (identify_gpu(None, gpu["name"])["slug"] or known["slug"])
+    # A GPU the table does not know is named by the driver's product name.
+    slug = known["slug"] if known["known"] else (slugify(gpu["name"]) or known["slug"])
     return {
         "index": gpu["index"],
         "uuid": gpu["uuid"],

@@ -102,10 +102,10 @@ def parse_ibstat(text):
         stripped = line.strip()
         if not stripped:
             continue
+        previous, last = last, (line_number, line)
         match = _CA.match(stripped)
         if match:
-            _close_ca(ca, *last)
-            last = (line_number, line)
+            _close_ca(ca, *previous)
             if any(known["name"] == match.group(1) for known in cas):
                 raise ParseError(f"CA {match.group(1)} is listed twice", IBSTAT_COMMAND, line_number, line)
             ca = {"name": match.group(1), "ports": []}
@@ -120,7 +120,6 @@ def parse_ibstat(text):
             number = int(match.group(1))
             if any(known["port"] == number for known in ca["ports"]):
                 raise ParseError(f"port {number} is listed twice", IBSTAT_COMMAND, line_number, line)
-            last = (line_number, line)
             port = {"port": number}
             port.update(dict.fromkeys(_PORT_FIELDS.values()))
             ca["ports"].append(port)
@@ -137,7 +136,6 @@ def parse_ibstat(text):
             if ca is None or port is not None:
                 raise ParseError("a CA field outside of the CA's header", IBSTAT_COMMAND, line_number, line)
             ca[_CA_FIELDS[key]] = _value(_CA_FIELDS[key], raw, line_number, line)
-        last = (line_number, line)
     _close_ca(ca, *last)
     return cas
 

@@ -150,10 +150,10 @@ def normalize_bus_id(bus_id):
     return f"{domain}:{parts[1]}:{parts[2]}"
 
 
-def _split_name(desc, vendor_name_hint):
+def _split_name(desc):
     # "NVIDIA Corporation GH100 [H100 SXM5 80GB]" -> vendor "NVIDIA Corporation", device "GH100 [...]"
-    for vendor in (vendor_name_hint, "NVIDIA Corporation", "Mellanox Technologies", "Mellanox Technologies Ltd."):
-        if vendor and desc.startswith(vendor + " "):
+    for vendor in ("NVIDIA Corporation", "Mellanox Technologies"):
+        if desc.startswith(vendor + " "):
             return vendor, desc[len(vendor) + 1 :]
     return None, desc
 
@@ -203,7 +203,7 @@ def parse_lspci(text):
             continue
         match = _NN.match(stripped)
         if match:
-            vendor_name, device_name = _split_name(match.group("desc"), None)
+            vendor_name, device_name = _split_name(match.group("desc"))
             device = {
                 "pci_bus_id": normalize_bus_id(match.group("addr")),
                 "class_id": match.group("class_id").lower(),
