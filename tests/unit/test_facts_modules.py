@@ -5,63 +5,14 @@
 from __future__ import annotations
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpuops.cluster.plugins.modules import gpu_facts, ib_facts
 from conftest import GPUSIM, fixture, profile_summary
+from module_harness import Node, run_module
 
 NO_DRIVER = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
     "Make sure that the latest NVIDIA driver is installed and running.\n"
 )
-
-
-class Exited(Exception):
-    def __init__(self, failed, result):
-        super().__init__(result.get("msg"))
-        self.failed = failed
-        self.result = result
-
-
-class Node:
-    """A fake node: the binaries it has and what each exact argv prints."""
-
-    def __init__(self, monkeypatch, binaries, outputs):
-        self.binaries = binaries
-        self.outputs = outputs
-        self.calls = []
-        self.warnings = []
-        monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", self.get_bin_path)
-        monkeypatch.setattr(basic.AnsibleModule, "run_command", self.run_command)
-        monkeypatch.setattr(basic.AnsibleModule, "exit_json", self.exit_json)
-        monkeypatch.setattr(basic.AnsibleModule, "fail_json", self.fail_json)
-        monkeypatch.setattr(basic.AnsibleModule, "warn", lambda module, text: self.warnings.append(text))
-
-    def get_bin_path(self, name, required=False, opt_dirs=None):
-        return self.binaries.get(name)
-
-    def run_command(self, argv, **kwargs):
-        assert kwargs.get("environ_update", {}).get("LC_ALL") == "C"
-        self.calls.append(list(argv))
-        assert tuple(argv) in self.outputs, f"unexpected command {argv}"
-        return self.outputs[tuple(argv)]
-
-    @staticmethod
-    def exit_json(module, **result):
-        raise Exited(False, result)
-
-    @staticmethod
-    def fail_json(module, **result):
-        raise Exited(True, result)
-
-
-def run_module(main, args=None, check_mode=False):
-    args = dict(args or {})
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    with patch_module_args(args), pytest.raises(Exited) as exited:
-        main()
-    return exited.value
 
 
 def profile_file(name, file):

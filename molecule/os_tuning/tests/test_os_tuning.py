@@ -1,0 +1,56 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The os_tuning role's real state on a converged Debian node."""
+
+from __future__ import annotations
+
+SYSCTL = {
+    "fs.inotify.max_user_instances": "8192",
+    "fs.inotify.max_user_watches": "1048576",
+    "kernel.numa_balancing": "0",
+    "kernel.pid_max": "4194304",
+    "net.core.netdev_max_backlog": "250000",
+    "net.core.rmem_max": "268435456",
+    "net.core.wmem_max": "268435456",
+    "vm.max_map_count": "1048576",
+    "vm.zone_reclaim_mode": "0",
+}
+
+
+def test_boots_to_the_multi_user_target(host):
+    assert host.check_output("systemctl get-default") == "multi-user.target"
+
+
+def test_sysctl_file_holds_every_value_once(host):
+    conf = host.file("/etc/sysctl.d/60-gpuops-cluster.conf")
+    assert conf.mode == 0o644 and conf.user == "root"
+    lines = [line for line in conf.content_string.splitlines() if line and not line.startswith("#")]
+    settings = dict(line.split(" = ", 1) for line in lines)
+    assert settings == SYSCTL
+    assert len(lines) == len(SYSCTL)
+
+
+def test_memlock_is_unlimited_for_logins_and_services(host):
+    limits = host.file("/etc/security/limits.d/90-gpuops-memlock.conf").content_string
+    assert "*    hard    memlock    unlimited" in limits
+    assert "*    soft    memlock    unlimited" in limits
+    assert host.check_output("systemctl show --property=DefaultLimitMEMLOCK") == "DefaultLimitMEMLOCK=infinity"
+
+
+def test_chrony_runs_with_the_configured_servers(host):
+    assert host.package("chrony").is_installed
+    service = host.service("chrony")
+    assert service.is_running and service.is_enabled
+    conf = host.file("/etc/chrony/chrony.conf").content_string
+    assert "server 0.debian.pool.ntp.org iburst" in conf
+    assert "server 1.debian.pool.ntp.org iburst" in conf
+    assert "pool " not in conf
+    # chronyc talks to the running daemon over its socket.
+    assert "Reference ID" in host.check_output("chronyc -n tracking")
+
+
+def test_numa_tools_work(host):
+    assert host.package("numactl").is_installed
+    assert host.package("hwloc").is_installed
+    assert "available:" in host.check_output("numactl --hardware")
+    assert "Machine" in host.check_output("lstopo-no-graphics --of console")

@@ -1,0 +1,322 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: stack_check
+short_description: Check a declared NVIDIA software stack against NVIDIA's tables and the node's GPUs
+version_added: 0.1.0
+description:
+  - Evaluates the declared driver, kernel module flavour, CUDA toolkits, cuDNN, NCCL, DCGM and OFED
+    choices against NVIDIA's published compatibility tables (CUDA release notes, CUDA compatibility
+    guides, cuDNN support matrix, NCCL packaging, DCGM and Fabric Manager guides) and against the
+    node's C(nvidia_gpu) facts, kernel and distribution.
+  - Returns every problem found, each naming the variable to change and how, and the resolved
+    stack the install roles use (kernel module flavour, Fabric Manager and nvlsm, exact package names
+    and versions).
+  - Fails when any problem is an error, listing all of them in one message, unless
+    O(fail_on_error=false). Warnings never fail.
+  - Changes nothing on the node. Option names are the collection's inventory variables, so the
+    messages name what to edit.
+author:
+  - gpuops.cluster maintainers (@gpuops-cluster)
+options:
+  nvidia_driver_branch:
+    description: Driver branch, the number only (C("580")).
+    type: str
+    required: true
+  nvidia_driver_version:
+    description: Exact driver version (C("580.95.05")); empty takes the branch's newest.
+    type: str
+  nvidia_driver_kernel_module:
+    description:
+      - Kernel module flavour. V(auto) picks open where a GPU requires it (Blackwell, GH200),
+        proprietary where a GPU requires it (Volta and older), otherwise NVIDIA's default for the branch.
+    type: str
+    choices: [auto, open, proprietary]
+    default: auto
+  nvidia_driver_fabricmanager_version:
+    description: Fabric Manager version, when declared apart; it must equal the driver version.
+    type: str
+  cuda_versions:
+    description: CUDA toolkits to install side by side, each C(MAJOR.MINOR).
+    type: list
+    elements: str
+    default: []
+  cuda_default_version:
+    description: The toolkit C(/usr/local/cuda) points at; empty means the newest of O(cuda_versions).
+    type: str
+  cuda_forward_compat:
+    description:
+      - Allow a CUDA major newer than the driver's through C(cuda-compat-X-Y) (datacenter GPUs on
+        LTSB or production branches only). Reported as a warning when used.
+    type: bool
+    default: true
+  cuda_minor_version_compat:
+    description:
+      - Accept a driver older than a CUDA minor's minimum but within its major's family (limited
+        features, no PTX JIT of newer code) as a warning instead of an error.
+    type: bool
+    default: false
+  cudnn_version:
+    description: cuDNN version (C("9.10.2.21"), C("8.9.7.29-1+cuda12.2")); empty for none.
+    type: str
+  cudnn_cuda_major:
+    description: CUDA major of the cuDNN build (C(libcudnn9-cuda-12)); empty follows the default CUDA.
+    type: int
+  nccl_version:
+    description: NCCL version (C("2.26.5") or C("2.26.5-1+cuda12.8")); empty for none.
+    type: str
+  ofed_flavour:
+    description: RDMA stack.
+    type: str
+    choices: [doca, mlnx_ofed, inbox, none]
+    default: none
+  ofed_gpudirect:
+    description: GPUDirect RDMA method; V(auto) takes nvidia-peermem with DOCA/MLNX OFED and DMA-BUF with inbox.
+    type: str
+    choices: [auto, peermem, dmabuf, none]
+    default: auto
+  dcgm_major:
+    description: DCGM major version (3 or 4); empty for none.
+    type: int
+  dcgm_cuda_major:
+    description: CUDA major of the C(datacenter-gpu-manager-4-cudaN) package; empty follows the driver.
+    type: int
+  nvidia_gpu:
+    description: The node's C(nvidia_gpu) facts from M(gpuops.cluster.gpu_facts); empty for a node without GPUs.
+    type: dict
+    default: {}
+  kernel:
+    description: Running kernel release (C(ansible_facts.kernel)).
+    type: str
+  distribution:
+    description: C(ansible_facts.distribution), e.g. C(Debian).
+    type: str
+    required: true
+  distribution_major_version:
+    description: C(ansible_facts.distribution_major_version), e.g. C("12").
+    type: str
+    required: true
+  cpu_architecture:
+    description: C(ansible_facts.architecture); picks the repository's C(x86_64) or C(sbsa) tree.
+    type: str
+    default: x86_64
+  today:
+    description: Date the branch lifecycle is judged at (C(YYYY-MM-DD)); empty means today.
+    type: str
+  fail_on_error:
+    description: Fail when a problem is an error. The preflight role sets it to false to merge its own checks first.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
+    support: full
+    details: The module only computes; it behaves the same in check mode.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+notes:
+  - The tables and their sources are in C(plugins/module_utils/compat.py). Rows NVIDIA has not
+    confirmed only give warnings.
+seealso:
+  - module: gpuops.cluster.gpu_facts
+  - name: CUDA compatibility
+    description: NVIDIA's guide to minor-version and forward compatibility.
+    link: https://docs.nvidia.com/deploy/cuda-compatibility/
+"""
+
+EXAMPLES = r"""
+- name: Read the GPUs
+  gpuops.cluster.gpu_facts:
+
+- name: Check the stack before any change
+  gpuops.cluster.stack_check:
+    nvidia_driver_branch: "580"
+    cuda_versions: ["12.8", "13.0"]
+    cudnn_version: "9.17.0.29"
+    nccl_version: "2.27.7"
+    dcgm_major: 4
+    ofed_flavour: doca
+    nvidia_gpu: "{{ ansible_facts.nvidia_gpu }}"
+    kernel: "{{ ansible_facts.kernel }}"
+    distribution: "{{ ansible_facts.distribution }}"
+    distribution_major_version: "{{ ansible_facts.distribution_major_version }}"
+  register: stack
+
+- name: Install the driver the check resolved
+  ansible.builtin.apt:
+    name: "{{ stack.resolved.packages.driver | map(attribute='name') }}"
+"""
+
+RETURN = r"""
+problems:
+  description: Every problem, errors first. Empty when the stack is sound.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    severity:
+      description: V(error) (the stack cannot work) or V(warning).
+      type: str
+    variable:
+      description: The inventory variable to change.
+      type: str
+      sample: cuda_versions
+    message:
+      description: What is wrong, with the versions involved.
+      type: str
+      sample: "CUDA 13.0 removed Volta (NVIDIA Tesla V100 SXM2 16GB (compute capability 7.0)): CUDA 12.x is the
+        last toolkit for it."
+    fix:
+      description: What to change.
+      type: str
+      sample: "use CUDA 12.x, e.g. cuda_versions: ['12.9']."
+error_count:
+  description: Number of problems that are errors.
+  returned: always
+  type: int
+resolved:
+  description: The stack as the install roles should apply it; null when a declared value is malformed.
+  returned: always
+  type: dict
+  contains:
+    gpu_present:
+      description: NVIDIA GPUs were found on the node.
+      type: bool
+    kernel_module:
+      description: The kernel module flavour, V(open) or V(proprietary).
+      type: str
+    kernel_module_reason:
+      description: Why that flavour.
+      type: str
+      sample: required by NVIDIA B200 (compute capability 10.0)
+    driver:
+      description:
+        - C(branch), C(version) (exact or null), C(minimum_version) (what the installed version must
+          reach), C(installed_version), C(action) (install, keep, upgrade, downgrade), C(native_cuda),
+          C(package_scheme) (branch-suffixed up to R580, unsuffixed from R590), C(apt_pin),
+          C(dnf_module_stream) and C(lifecycle) (C(kind), C(eol), C(ended)).
+      type: dict
+    fabricmanager:
+      description: C(required) (NVSwitches present), C(version) (the driver's) and C(nvswitch_count).
+      type: dict
+    nvlsm:
+      description: C(required) on NVLink5 NVSwitch systems (HGX B200/B300).
+      type: dict
+    cuda:
+      description: C(versions), C(default) and C(forward_compat) (the minors that need cuda-compat).
+      type: dict
+    cudnn:
+      description: C(version), C(major) and C(cuda_major); null when no cuDNN is declared.
+      type: dict
+    nccl:
+      description: C(version) (with its package revision), C(cuda_build) and C(pinned_build); null when none.
+      type: dict
+    dcgm:
+      description: C(major) and C(cuda_major); null when none.
+      type: dict
+    gpudirect:
+      description: GPUDirect RDMA method, V(peermem), V(dmabuf) or V(none).
+      type: str
+    repository:
+      description: C(family) (apt or dnf), C(distribution) (CUDA repository directory, e.g. C(debian12)) and C(arch).
+      type: dict
+    packages:
+      description:
+        - Per component (C(driver_pinning), C(driver), C(driver_compute_only), C(fabricmanager),
+          C(nvlsm), C(cuda), C(cuda_compat), C(cudnn), C(nccl), C(dcgm)) a list of C(name) and
+          C(version), the version in the package manager's form (a trailing C(*) is a glob) or
+          null where the branch pin decides.
+      type: dict
+      sample:
+        driver: [{name: nvidia-open-580, version: null}]
+        nccl: [{name: libnccl2, version: "2.26.5-1+cuda12.8"}, {name: libnccl-dev, version: "2.26.5-1+cuda12.8"}]
+"""
+
+import datetime
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuops.cluster.plugins.module_utils.stack import check_stack, errors, format_problems
+
+STACK_OPTIONS = (
+    "nvidia_driver_branch",
+    "nvidia_driver_version",
+    "nvidia_driver_kernel_module",
+    "nvidia_driver_fabricmanager_version",
+    "cuda_versions",
+    "cuda_default_version",
+    "cuda_forward_compat",
+    "cuda_minor_version_compat",
+    "cudnn_version",
+    "cudnn_cuda_major",
+    "nccl_version",
+    "ofed_flavour",
+    "ofed_gpudirect",
+    "dcgm_major",
+    "dcgm_cuda_major",
+    "kernel",
+    "distribution",
+    "distribution_major_version",
+    "cpu_architecture",
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "nvidia_driver_branch": {"type": "str", "required": True},
+            "nvidia_driver_version": {"type": "str"},
+            "nvidia_driver_kernel_module": {
+                "type": "str",
+                "choices": ["auto", "open", "proprietary"],
+                "default": "auto",
+            },
+            "nvidia_driver_fabricmanager_version": {"type": "str"},
+            "cuda_versions": {"type": "list", "elements": "str", "default": []},
+            "cuda_default_version": {"type": "str"},
+            "cuda_forward_compat": {"type": "bool", "default": True},
+            "cuda_minor_version_compat": {"type": "bool", "default": False},
+            "cudnn_version": {"type": "str"},
+            "cudnn_cuda_major": {"type": "int"},
+            "nccl_version": {"type": "str"},
+            "ofed_flavour": {"type": "str", "choices": ["doca", "mlnx_ofed", "inbox", "none"], "default": "none"},
+            "ofed_gpudirect": {"type": "str", "choices": ["auto", "peermem", "dmabuf", "none"], "default": "auto"},
+            "dcgm_major": {"type": "int"},
+            "dcgm_cuda_major": {"type": "int"},
+            "nvidia_gpu": {"type": "dict", "default": {}},
+            "kernel": {"type": "str"},
+            "distribution": {"type": "str", "required": True},
+            "distribution_major_version": {"type": "str", "required": True},
+            "cpu_architecture": {"type": "str", "default": "x86_64"},
+            "today": {"type": "str"},
+            "fail_on_error": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    today = params["today"] or datetime.date.today().isoformat()
+    try:
+        datetime.date.fromisoformat(today)
+    except ValueError:
+        module.fail_json(msg=f"today: {today!r} is not a date; write it as YYYY-MM-DD or leave it empty.")
+    stack = {name: params[name] for name in STACK_OPTIONS}
+    problems, resolved = check_stack(stack, params["nvidia_gpu"], today=today)
+    failed = errors(problems)
+    result = {"changed": False, "problems": problems, "error_count": len(failed), "resolved": resolved}
+    if failed and params["fail_on_error"]:
+        module.fail_json(msg=format_problems(problems), **result)
+    for item in problems if params["fail_on_error"] else []:
+        if item["severity"] == "warning":
+            module.warn("{}: {} Fix: {}".format(item["variable"], item["message"], item["fix"]))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
