@@ -1,0 +1,105 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every role's public variables: defaults, argument_specs and README agree; bad values are refused."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT
+
+ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks" / "main.yml").exists())
+
+
+def role_files(role):
+    base = ROOT / "roles" / role
+    defaults = yaml.safe_load((base / "defaults" / "main.yml").read_text()) or {}
+    specs = yaml.safe_load((base / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    return base, defaults, specs
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_defaults_and_argument_specs_declare_the_same_variables(role):
+    _base, defaults, specs = role_files(role)
+    assert set(defaults) == set(specs)
+    for name, spec in specs.items():
+        assert spec.get("description"), name
+        assert spec["default"] == defaults[name], name
+        if "choices" in spec:
+            assert defaults[name] in spec["choices"], name
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_readme_documents_every_public_variable(role):
+    base, defaults, _specs = role_files(role)
+    readme = (base / "README.md").read_text()
+    missing = [name for name in defaults if f"`{name}`" not in readme]
+    assert not missing
+
+
+def test_shared_stack_variables_agree_across_roles():
+    """A stack variable declared by several roles has one type and one default everywhere."""
+    seen = {}
+    for role in ROLES:
+        _base, _defaults, specs = role_files(role)
+        for name, spec in specs.items():
+            if name.startswith(f"{role}_") or name.startswith("__"):
+                continue
+            key = (spec["type"], repr(spec["default"]))
+            assert seen.setdefault(name, key) == key, (role, name)
+
+
+def run_preflight(tmp_path, extra_vars):
+    playbook = tmp_path / "preflight.yml"
+    playbook.write_text(
+        "- hosts: localhost\n  connection: local\n  gather_facts: false\n  roles: [{role: gpuops.cluster.preflight}]\n"
+    )
+    varfile = tmp_path / "vars.yml"
+    varfile.write_text(extra_vars)
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    return subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            str(playbook),
+            "-e",
+            f"@{varfile}",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+
+
+def test_argument_specs_refuse_wrong_types_and_choices_before_any_task(tmp_path):
+    result = run_preflight(
+        tmp_path,
+        "dcgm_major: 5\nnvidia_driver_kernel_module: closed\ncuda_versions: {twelve: 8}\npreflight_min_free_gib: 12\n",
+    )
+    assert result.returncode != 0
+    out = " ".join(result.stdout.split())
+    assert "Validating arguments against arg spec" in out
+    for text in (
+        "value of dcgm_major must be one of: 3, 4, got: 5",
+        "value of nvidia_driver_kernel_module must be one of: auto, open, proprietary, got: closed",
+        "cuda_versions",
+        "preflight_min_free_gib",
+    ):
+        assert text in out, text
+    assert "Check the declared stack" not in out
+
+
+def test_malformed_versions_are_named_with_the_form_to_use(tmp_path):
+    result = run_preflight(tmp_path, 'nvidia_driver_branch: "R570"\ncuda_versions: "12,8"\n')
+    assert result.returncode != 0
+    out = result.stdout
+    assert "nvidia_driver_branch: 'R570' is not a driver branch. Fix: write the branch number only" in out
+    assert "cuda_versions: '12' is not a CUDA version MAJOR.MINOR" in out
+    assert "cuda_versions: '8' is not a CUDA version MAJOR.MINOR" in out
