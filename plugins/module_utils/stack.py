@@ -635,6 +635,13 @@ def _fabric(c, stack, hw, driver):
             f"Fabric Manager {fm_version} is not in the driver's branch {driver}.",
             "leave nvidia_driver_fabricmanager_version empty: it follows the driver.",
         )
+    elif fm_version and not exact:
+        c.warn(
+            "nvidia_driver_fabricmanager_version",
+            f"Fabric Manager is pinned to {fm_version} while the driver takes branch {driver}'s newest release; "
+            "they must be equal.",
+            f'set nvidia_driver_version: "{fm_version}" and leave nvidia_driver_fabricmanager_version empty.',
+        )
     if fm_version and not required:
         c.warn(
             "nvidia_driver_fabricmanager_version",

@@ -418,6 +418,12 @@ VALID = [
             ("warning", "nvidia_driver_branch", "R560 has reached end of life"),
         ],
     ),
+    (
+        "fabricmanager-pinned-apart-from-a-branch",
+        H100,
+        {"nvidia_driver_fabricmanager_version": "580.95.05"},
+        [("warning", "nvidia_driver_fabricmanager_version", "while the driver takes branch 580's newest release")],
+    ),
     ("ubuntu-24.04", H100, {"distribution": "Ubuntu", "distribution_major_version": "24"}, []),
     (
         "rocky-9-untested",
