@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    # Attributes shared by the hardware facts modules.
+    # Options, the facts attribute and notes shared by the hardware facts modules (with gpuops.cluster.readonly).
     DOCUMENTATION = r"""
 options:
   sysfs_root:
@@ -13,20 +13,9 @@ options:
     type: path
     default: /sys
 attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-    details: The module only reads; it behaves the same in check mode.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: none
   facts:
     description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 notes:
   - The module never reports a change.
   - To gather these facts with C(gather_facts) instead of a task, list the module in the

@@ -72,10 +72,6 @@ def vtuple(version):
     return tuple(int(part) for part in re.findall(r"\d+", upstream))
 
 
-def vstr(numbers):
-    return ".".join(str(n) for n in numbers)
-
-
 # --- 1. CUDA toolkit -> minimum Linux x86_64 driver --------------------------------------------
 # (first release it applies to, label, minimum driver). A row holds from its release up to the
 # next row of the same minor. 13.3 and 13.4 are published as branches, not versions.

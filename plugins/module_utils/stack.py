@@ -21,6 +21,27 @@ CUDA_RE = re.compile(r"\d{1,2}\.\d{1,2}")
 CUDNN_RE = re.compile(r"(\d+)\.(\d+)(\.\d+){0,2}(-\d+)?(\+cuda(\d+\.\d+))?")
 NCCL_RE = re.compile(r"(\d+)\.(\d+)(\.\d+)?(-(\d+))?(\+cuda(\d+\.\d+))?")
 SEVERITIES = ("error", "warning")
+# Optional values checked by shape alone: (variable, pattern, what it should be, fix).
+OPTIONAL_FORMATS = (
+    (
+        "nvidia_driver_fabricmanager_version",
+        DRIVER_RE,
+        "a driver version",
+        "leave it empty: Fabric Manager always follows the driver's version.",
+    ),
+    (
+        "cudnn_version",
+        CUDNN_RE,
+        "a cuDNN version",
+        'write it as NVIDIA does, e.g. cudnn_version: "9.10.2.21" or "8.9.7.29".',
+    ),
+    (
+        "nccl_version",
+        NCCL_RE,
+        "an NCCL version",
+        'write MAJOR.MINOR.PATCH with an optional build, e.g. nccl_version: "2.26.5" or "2.26.5-1+cuda12.8".',
+    ),
+)
 DATACENTER_SLUGS = frozenset(row[2] for row in GPUS.values())
 
 
@@ -94,13 +115,6 @@ def validate_formats(stack):
                 f"{version} is not in branch {branch} (nvidia_driver_branch).",
                 f'set nvidia_driver_branch: "{match.group(1)}" or a {branch}.x nvidia_driver_version.',
             )
-    fm_version = stack.get("nvidia_driver_fabricmanager_version")
-    if fm_version and not DRIVER_RE.fullmatch(str(fm_version)):
-        c.error(
-            "nvidia_driver_fabricmanager_version",
-            f"{fm_version!r} is not a driver version.",
-            "leave it empty: Fabric Manager always follows the driver's version.",
-        )
     versions = stack.get("cuda_versions") or []
     for item in versions:
         if not CUDA_RE.fullmatch(str(item)):
@@ -119,20 +133,10 @@ def validate_formats(stack):
             "{} is not one of cuda_versions ({}).".format(default, ", ".join(versions) or "empty"),
             "add it to cuda_versions or pick one of them.",
         )
-    cudnn = stack.get("cudnn_version")
-    if cudnn and not CUDNN_RE.fullmatch(str(cudnn)):
-        c.error(
-            "cudnn_version",
-            f"{cudnn!r} is not a cuDNN version.",
-            'write it as NVIDIA does, e.g. cudnn_version: "9.10.2.21" or "8.9.7.29".',
-        )
-    nccl = stack.get("nccl_version")
-    if nccl and not NCCL_RE.fullmatch(str(nccl)):
-        c.error(
-            "nccl_version",
-            f"{nccl!r} is not an NCCL version.",
-            'write MAJOR.MINOR.PATCH with an optional build, e.g. nccl_version: "2.26.5" or "2.26.5-1+cuda12.8".',
-        )
+    for variable, pattern, what, fix in OPTIONAL_FORMATS:
+        value = stack.get(variable)
+        if value and not pattern.fullmatch(str(value)):
+            c.error(variable, f"{value!r} is not {what}.", fix)
     return c.problems
 
 
@@ -192,6 +196,7 @@ class _Hardware:
 
 
 def _model_rule(model, key):
+    """A model's own rule value (``"modules"``, ``"driver"``, ``"note"``), or None."""
     rule = compat.MODEL_RULES.get(model["slug"])
     return None if rule is None else rule.values.get(key)
 
@@ -296,12 +301,12 @@ def _driver(c, stack, hw, branch, today):
                 certain=compat.PRE_TURING_LAST_BRANCH.certain,
             )
     for model in hw.models:
-        rule = compat.MODEL_RULES.get(model["slug"])
-        if _model_rule(model, "driver") and not driver_meets(driver, rule.driver):
+        floor = _model_rule(model, "driver")
+        if floor and not driver_meets(driver, floor):
             c.warn(
                 "nvidia_driver_version",
-                f"{hw.label(model)} ({rule.note}) needs driver {rule.driver} or newer.",
-                f"set nvidia_driver_version to {rule.driver} or newer (or leave it empty for the branch's newest).",
+                f"{hw.label(model)} ({_model_rule(model, 'note')}) needs driver {floor} or newer.",
+                f"set nvidia_driver_version to {floor} or newer (or leave it empty for the branch's newest).",
             )
     return driver, info
 

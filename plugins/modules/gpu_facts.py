@@ -21,6 +21,7 @@ description:
 author:
   - gpuops.cluster maintainers (@gpuops-cluster)
 extends_documentation_fragment:
+  - gpuops.cluster.readonly
   - gpuops.cluster.facts
 options:
   topology:

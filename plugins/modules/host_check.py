@@ -19,6 +19,8 @@ description:
     it does not fail on them. The C(preflight) role merges both lists and fails once.
 author:
   - gpuops.cluster maintainers (@gpuops-cluster)
+extends_documentation_fragment:
+  - gpuops.cluster.readonly
 options:
   kernel:
     description: Kernel release to check headers for; empty means the running kernel.
@@ -46,18 +48,6 @@ options:
     description: Where the node's file system is mounted. Only tests change it.
     type: path
     default: /
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-    details: The module only reads; it behaves the same in check mode.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 seealso:
   - module: gpuops.cluster.stack_check
 """

@@ -17,6 +17,7 @@ description:
 author:
   - gpuops.cluster maintainers (@gpuops-cluster)
 extends_documentation_fragment:
+  - gpuops.cluster.readonly
   - gpuops.cluster.facts
 options:
   ibstat_path:

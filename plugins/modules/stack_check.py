@@ -21,6 +21,8 @@ description:
     messages name what to edit.
 author:
   - gpuops.cluster maintainers (@gpuops-cluster)
+extends_documentation_fragment:
+  - gpuops.cluster.readonly
 options:
   nvidia_driver_branch:
     description: Driver branch, the number only (C("580")).
@@ -110,18 +112,6 @@ options:
     description: Fail when a problem is an error. The preflight role sets it to false to merge its own checks first.
     type: bool
     default: true
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-    details: The module only computes; it behaves the same in check mode.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 notes:
   - The tables and their sources are in C(plugins/module_utils/compat.py). Rows NVIDIA has not
     confirmed only give warnings.
