@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 import re
+
+from ansible_collections.gpuops.cluster.plugins.module_utils.commands import run
 
 # CUDA repository signing keys by 64-bit key ID (nvidia_stack facts, section 5): the key rotated
 # out in 2022 and the current one. Found in an apt-key keyring, either is a leftover.
@@ -140,3 +143,92 @@ def apt_candidate(policy_output):
     if not match or match.group(1) == "(none)":
         return None
     return match.group(1)
+
+
+class Host:
+    """The node's files under ``root`` (``/`` except in tests), read without failing."""
+    def __init__(self, module):
+        self.module = module
+        self.root = module.params["root"]
+
+    def path(self, path):
+        return os.path.join(self.root, path.lstrip("/"))
+
+    def read(self, path, binary=False):
+        try:
+            with open(self.path(path), "rb" if binary else "r") as handle:
+                return handle.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def listdir(self, path):
+        try:
+            return sorted(os.listdir(self.path(path)))
+        except OSError:
+            return []
+
+    def free_gib(self, path):
+        probe = self.path(path)
+        while not os.path.exists(probe) and probe != os.path.dirname(probe):
+            probe = os.path.dirname(probe)
+        stat = os.statvfs(probe)
+        return round(stat.f_bavail * stat.f_frsize / 2**30, 1)
+
+
+def installed_packages(host):
+    """``(manager, {package: version})``: dpkg's status file, or ``rpm -qa`` on the live root."""
+    status = host.read("/var/lib/dpkg/status")
+    if status is not None:
+        return "apt", dpkg_installed(status)
+    rpm = host.module.get_bin_path("rpm")
+    if rpm and host.root == "/":
+        rc, out, _err = run(host.module, [rpm, "-qa", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\\n"])
+        if rc == 0:
+            return "dnf", rpm_installed(out)
+    return None, {}
+
+
+# Kernel modules of the NVIDIA driver, in the order they unload (users before nvidia itself).
+NVIDIA_MODULES = ("nvidia_peermem", "nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia")
+# Where container runtimes leave their mark, with the runtime an empty mark means: systemd's
+# detection file (it names the runtime), Docker's and Podman's.
+CONTAINER_MARKS = (("run/systemd/container", "container"), (".dockerenv", "docker"), ("run/.containerenv", "podman"))
+
+
+def upstream_version(version):
+    """``580.95.05`` from a package version such as ``580.95.05-1`` or ``1:580.95.05-0ubuntu1``."""
+    return version.split(":", 1)[-1].split("-", 1)[0]
+
+
+def branch_driver_version(packages, branch):
+    """The driver version the installed packages of ``branch`` carry: the most common upstream
+    version among them (metapackages and libraries share it), or None when none is installed."""
+    counts = {}
+    for name in driver_branches(packages).get(str(branch), []):
+        version = upstream_version(packages[name])
+        if version.startswith(str(branch) + "."):
+            counts[version] = counts.get(version, 0) + 1
+    if not counts:
+        return None
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[0][0]
+
+
+def driver_action(*, container, loaded, loaded_version, installed_version):
+    """What it takes to run the installed driver: ``(action, reason)``.
+
+    ``action`` is ``none`` (nothing to do, or nothing can be done: a container shares the host's
+    kernel), ``load`` (the module is not loaded: modprobe it), ``reload`` (an older module is
+    loaded: unload and load it, which works only while no process holds the GPUs) or ``reboot``
+    (nouveau holds the GPUs; the blacklist takes effect at boot).
+    """
+    if container:
+        return "none", f"this node is a container ({container}); its kernel modules are the host's"
+    if not installed_version:
+        return "none", "no driver package is installed"
+    if "nouveau" in loaded:
+        return "reboot", "nouveau is loaded and holds the GPUs; the blacklist takes effect at the next boot"
+    if "nvidia" not in loaded:
+        return "load", f"the nvidia module is not loaded; driver {installed_version} is installed"
+    if loaded_version == installed_version:
+        return "none", f"driver {installed_version} is loaded"
+    return "reload", f"driver {loaded_version or 'of unknown version'} is loaded; {installed_version} is installed"

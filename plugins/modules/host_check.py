@@ -123,59 +123,18 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.cluster.plugins.module_utils.commands import run
 from ansible_collections.gpuops.cluster.plugins.module_utils.host import (
     SECURE_BOOT_VAR,
+    Host,
     apt_candidate,
-    dpkg_installed,
     driver_branches,
+    installed_packages,
     keyring_cuda_keys,
     loaded_modules,
-    rpm_installed,
     secure_boot_state,
     unsigned_sources,
 )
 from ansible_collections.gpuops.cluster.plugins.module_utils.stack import problem
 
 RELEVANT = re.compile(r"^(nvidia|libnvidia|cuda|libcudnn|cudnn|libnccl|datacenter-gpu-manager|mlnx|doca|nvlsm)")
-
-
-class Host:
-    def __init__(self, module):
-        self.module = module
-        self.root = module.params["root"]
-
-    def path(self, path):
-        return os.path.join(self.root, path.lstrip("/"))
-
-    def read(self, path, binary=False):
-        try:
-            with open(self.path(path), "rb" if binary else "r") as handle:
-                return handle.read()
-        except (OSError, UnicodeDecodeError):
-            return None
-
-    def listdir(self, path):
-        try:
-            return sorted(os.listdir(self.path(path)))
-        except OSError:
-            return []
-
-    def free_gib(self, path):
-        probe = self.path(path)
-        while not os.path.exists(probe) and probe != os.path.dirname(probe):
-            probe = os.path.dirname(probe)
-        stat = os.statvfs(probe)
-        return round(stat.f_bavail * stat.f_frsize / 2**30, 1)
-
-
-def _packages(host):
-    status = host.read("/var/lib/dpkg/status")
-    if status is not None:
-        return "apt", dpkg_installed(status)
-    rpm = host.module.get_bin_path("rpm")
-    if rpm and host.root == "/":
-        rc, out, _err = run(host.module, [rpm, "-qa", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\\n"])
-        if rc == 0:
-            return "dnf", rpm_installed(out)
-    return None, {}
 
 
 def _headers(host, manager, kernel):
@@ -340,7 +299,7 @@ def main():
             module.fail_json(msg=f"min_free_gib: {path!r} is not an absolute path.")
     host = Host(module)
     kernel = params["kernel"] or os.uname().release
-    manager, packages = _packages(host)
+    manager, packages = installed_packages(host)
     modules = loaded_modules(host.read("/proc/modules") or "")
     keys, sources = _apt_leftovers(host)
     signing = [key for key in params["dkms_signing_keys"] if os.path.exists(host.path(key))]

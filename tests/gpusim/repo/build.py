@@ -53,8 +53,11 @@ DRIVERS = {
     "570": (["570.133.20", "570.172.08"], "12.8"),
     "580": (["580.65.06", "580.95.05"], "13.0"),
 }
-CUDA_TOOLKITS = {"12-4": "12.4.1-1", "12-8": "12.8.1-1"}
+CUDA_TOOLKITS = {"12-4": "12.4.1-1", "12-8": "12.8.1-1", "13-0": "13.0.2-1"}
+# cuda-compat-X-Y is built from the user-mode driver of the branch that ships CUDA X.Y.
+CUDA_COMPAT = {"12-8": "570.172.08-1", "13-0": "580.95.05-1"}
 CUDNN = ["9.8.0.87-1", "9.10.2.21-1"]
+CUDNN8 = "8.9.7.29-1+cuda12.2"
 NCCL = ["2.21.5-1+cuda12.4", "2.26.5-1+cuda12.8"]
 DCGM4 = ["1:4.2.3-1", "1:4.4.1-1"]
 DCGM3 = "1:3.3.9"
@@ -74,6 +77,7 @@ class Package:
     conflicts: list[str] = field(default_factory=list)
     files: dict[str, tuple[str, int]] = field(default_factory=dict)
     postinst: str = ""
+    prerm: str = ""
 
     @property
     def filename(self) -> str:
@@ -232,11 +236,18 @@ def driver_packages() -> list[Package]:
                 "CUDA drivers with Fabric Manager",
                 depends=[f"cuda-drivers-{branch} (= {ver})", f"nvidia-fabricmanager-{branch} (= {ver})"],
             )
-    compat = Package("cuda-compat-12-8", "570.172.08-1", CUDA_REPO, "CUDA 12.8 forward compatibility")
-    compat.files["/usr/local/cuda-12.8/compat/libcuda.so.570.172.08"] = ("gpusim stand-in\n", 0o644)
+    compat = []
+    for minor, ver in CUDA_COMPAT.items():
+        dotted = minor.replace("-", ".")
+        p = Package(f"cuda-compat-{minor}", ver, CUDA_REPO, f"CUDA {dotted} forward compatibility")
+        p.files[f"/usr/local/cuda-{dotted}/compat/libcuda.so.{ver.split('-', maxsplit=1)[0]}"] = (
+            "gpusim stand-in\n",
+            0o644,
+        )
+        compat.append(p)
     nvlsm = Package("nvlsm", NVLSM, CUDA_REPO, "NVLink Subnet Manager")
     service(nvlsm, "nvlsm.service", "/opt/nvidia/nvlsm/sbin/nvlsm", "")
-    return [*pkgs, compat, nvlsm]
+    return [*pkgs, *compat, nvlsm]
 
 
 def cuda_packages() -> list[Package]:
@@ -252,6 +263,24 @@ def cuda_packages() -> list[Package]:
         p.files[f"/usr/local/cuda-{dotted}/version.json"] = (
             f'{{"cuda": {{"name": "CUDA SDK", "version": "{ver.split("-", maxsplit=1)[0]}"}}}}\n',
             0o644,
+        )
+        p.files[f"/usr/local/cuda-{dotted}/lib64/libcudart.so.{ver.split('-', maxsplit=1)[0]}"] = (
+            "gpusim stand-in\n",
+            0o644,
+        )
+        # Like NVIDIA's packages: the toolkit registers itself for /usr/local/cuda and
+        # /usr/local/cuda-<major> (update-alternatives groups "cuda" and "cuda-<major>"),
+        # highest version first in auto mode.
+        major, priority = dotted.split(".", 1)[0], int(minor.replace("-", ""))
+        p.postinst += (
+            f"update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-{dotted} {priority}\n"
+            f"update-alternatives --install /usr/local/cuda-{major} cuda-{major} /usr/local/cuda-{dotted} {priority}\n"
+        )
+        p.prerm += (
+            'if [ "$1" = remove ] || [ "$1" = deconfigure ]; then\n'
+            f"  update-alternatives --remove cuda /usr/local/cuda-{dotted}\n"
+            f"  update-alternatives --remove cuda-{major} /usr/local/cuda-{dotted}\n"
+            "fi\n"
         )
         pkgs.append(p)
     for ver in CUDNN:
@@ -283,6 +312,19 @@ def cuda_packages() -> list[Package]:
                 depends=[f"libcudnn9-cuda-12 (= {ver})", f"libcudnn9-dev-cuda-12 (= {ver})"],
             ),
         ]
+    for name, desc in (("libcudnn8", "cuDNN 8 runtime libraries"), ("libcudnn8-dev", "cuDNN 8 development files")):
+        pkgs.append(
+            Package(
+                name,
+                CUDNN8,
+                CUDA_REPO,
+                desc,
+                depends=[f"libcudnn8 (= {CUDNN8})"] if name.endswith("-dev") else [],
+                files={}
+                if name.endswith("-dev")
+                else {"/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.7": ("gpusim stand-in\n", 0o644)},
+            )
+        )
     for ver in NCCL:
         pkgs += [
             Package(
@@ -457,6 +499,8 @@ def build_deb(pkg: Package) -> bytes:
         control["md5sums"] = (md5.encode(), 0o644)
     if pkg.postinst:
         control["postinst"] = (("#!/bin/sh\nset -e\n" + pkg.postinst).encode(), 0o755)
+    if pkg.prerm:
+        control["prerm"] = (("#!/bin/sh\nset -e\n" + pkg.prerm).encode(), 0o755)
     return _ar([("debian-binary", b"2.0\n"), ("control.tar.gz", _tar_gz(control)), ("data.tar.gz", _tar_gz(data))])
 
 

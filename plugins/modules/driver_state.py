@@ -1,0 +1,167 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: driver_state
+short_description: Compare the installed NVIDIA driver with the loaded one and say what it takes to run it
+version_added: 0.1.0
+description:
+  - Reads the installed driver packages (dpkg's status file, or C(rpm -qa)), C(/proc/modules),
+    C(/sys/module/nvidia/version) and the marks container runtimes leave, and changes nothing.
+  - Returns the driver version the packages of O(branch) carry, the packages of other branches (to
+    remove on a branch change), the packages to hold, and the action that makes the installed
+    driver the running one. V(none), V(load) (modprobe), V(reload) (unload the old module, load the
+    new one; works only while no process holds the GPUs) or V(reboot) (nouveau holds the GPUs).
+  - In a container the kernel modules are the host's, so the action is always V(none) there and
+    RV(container) names the runtime; the C(nvidia_driver) role reports that skip.
+author:
+  - gpuops.cluster maintainers (@gpuops-cluster)
+extends_documentation_fragment:
+  - gpuops.cluster.readonly
+options:
+  branch:
+    description: The driver branch the node should run, such as V(580).
+    type: str
+    required: true
+  root:
+    description: Where the node's file system is mounted. Only tests change it.
+    type: path
+    default: /
+seealso:
+  - module: gpuops.cluster.stack_check
+  - module: gpuops.cluster.gpu_facts
+"""
+
+EXAMPLES = r"""
+- name: See whether the installed driver is the running one
+  gpuops.cluster.driver_state:
+    branch: "580"
+  register: driver
+
+- name: Load the module
+  community.general.modprobe:
+    name: nvidia
+  when: driver.action == 'load'
+"""
+
+RETURN = r"""
+installed_version:
+  description: The driver version of the installed packages of O(branch), or null.
+  returned: always
+  type: str
+  sample: 580.95.05
+loaded_version:
+  description: Version of the loaded C(nvidia) module, or null.
+  returned: always
+  type: str
+loaded_modules:
+  description: The NVIDIA driver's modules and C(nouveau), those of them in C(/proc/modules).
+  returned: always
+  type: list
+  elements: str
+container:
+  description: The container runtime the node runs in, or null on a real machine or VM.
+  returned: always
+  type: str
+  sample: docker
+action:
+  description: V(none), V(load), V(reload) or V(reboot).
+  returned: always
+  type: str
+reason:
+  description: Why, in a sentence.
+  returned: always
+  type: str
+branches:
+  description: Installed driver packages per branch.
+  returned: always
+  type: dict
+  sample: {"570": [libnvidia-compute-570, nvidia-open-570]}
+other_branches:
+  description: Installed driver packages of branches other than O(branch).
+  returned: always
+  type: list
+  elements: str
+hold:
+  description: Installed packages to hold, those of O(branch) and C(nvlsm).
+  returned: always
+  type: list
+  elements: str
+held:
+  description: Packages dpkg holds now (apt only).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuops.cluster.plugins.module_utils.host import (
+    CONTAINER_MARKS,
+    NVIDIA_MODULES,
+    Host,
+    branch_driver_version,
+    driver_action,
+    driver_branches,
+    installed_packages,
+    loaded_modules,
+)
+
+
+def _container(host):
+    for mark, runtime in CONTAINER_MARKS:
+        text = host.read("/" + mark)
+        if text is not None:
+            return text.strip() or runtime
+    return None
+
+
+def _held(host):
+    status = host.read("/var/lib/dpkg/status") or ""
+    held = []
+    for stanza in re.split(r"\n\s*\n", status):
+        name = re.search(r"^Package: (\S+)", stanza, re.M)
+        state = re.search(r"^Status: (\S+)", stanza, re.M)
+        if name and state and state.group(1) == "hold":
+            held.append(name.group(1))
+    return sorted(held)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={"branch": {"type": "str", "required": True}, "root": {"type": "path", "default": "/"}},
+        supports_check_mode=True,
+    )
+    branch = module.params["branch"]
+    if not re.fullmatch(r"\d{3}", branch):
+        module.fail_json(msg=f"branch is {branch!r}; give the driver branch as three digits, such as '580'.")
+    host = Host(module)
+    _manager, packages = installed_packages(host)
+    branches = driver_branches(packages)
+    installed = branch_driver_version(packages, branch)
+    loaded = [name for name in loaded_modules(host.read("/proc/modules") or "") if name in NVIDIA_MODULES + ("nouveau",)]
+    loaded_version = (host.read("/sys/module/nvidia/version") or "").strip() or None
+    container = _container(host)
+    action, reason = driver_action(
+        container=container, loaded=loaded, loaded_version=loaded_version, installed_version=installed
+    )
+    module.exit_json(
+        changed=False,
+        installed_version=installed,
+        loaded_version=loaded_version,
+        loaded_modules=loaded,
+        container=container,
+        action=action,
+        reason=reason,
+        branches=branches,
+        other_branches=sorted(name for other, names in branches.items() if other != branch for name in names),
+        hold=sorted(branches.get(branch, []) + [name for name in packages if name == "nvlsm"]),
+        held=_held(host),
+    )
+
+
+if __name__ == "__main__":
+    main()
