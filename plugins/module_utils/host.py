@@ -147,6 +147,7 @@ def apt_candidate(policy_output):
 
 class Host:
     """The node's files under ``root`` (``/`` except in tests), read without failing."""
+
     def __init__(self, module):
         self.module = module
         self.root = module.params["root"]

@@ -142,7 +142,8 @@ def main():
     _manager, packages = installed_packages(host)
     branches = driver_branches(packages)
     installed = branch_driver_version(packages, branch)
-    loaded = [name for name in loaded_modules(host.read("/proc/modules") or "") if name in NVIDIA_MODULES + ("nouveau",)]
+    watched = (*NVIDIA_MODULES, "nouveau")
+    loaded = [name for name in loaded_modules(host.read("/proc/modules") or "") if name in watched]
     loaded_version = (host.read("/sys/module/nvidia/version") or "").strip() or None
     container = _container(host)
     action, reason = driver_action(

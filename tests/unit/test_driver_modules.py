@@ -112,24 +112,23 @@ def test_a_container_never_loads_or_reboots(monkeypatch, tmp_path, marks, runtim
 
 
 @pytest.mark.parametrize(
-    ("modules", "loaded_version", "action", "reason"),
+    ("modules", "loaded_version", "expected"),
     [
-        ("", None, "load", "the nvidia module is not loaded; driver 580.95.05 is installed"),
-        (NVIDIA_MODULES, "580.95.05", "none", "driver 580.95.05 is loaded"),
-        (NVIDIA_MODULES, "580.65.06", "reload", "driver 580.65.06 is loaded; 580.95.05 is installed"),
+        ("", None, ("load", "the nvidia module is not loaded; driver 580.95.05 is installed")),
+        (NVIDIA_MODULES, "580.95.05", ("none", "driver 580.95.05 is loaded")),
+        (NVIDIA_MODULES, "580.65.06", ("reload", "driver 580.65.06 is loaded; 580.95.05 is installed")),
         (
             "nouveau 2428928 1 - Live 0x0\n",
             None,
-            "reboot",
-            "nouveau is loaded and holds the GPUs; the blacklist takes effect at the next boot",
+            ("reboot", "nouveau is loaded and holds the GPUs; the blacklist takes effect at the next boot"),
         ),
     ],
 )
-def test_actions_on_a_real_machine(monkeypatch, tmp_path, modules, loaded_version, action, reason):
+def test_actions_on_a_real_machine(monkeypatch, tmp_path, modules, loaded_version, expected):
     root = make_root(tmp_path, modules=modules, loaded_version=loaded_version)
     Node(monkeypatch, {}, {})
     result = run_module(driver_state.main, {"branch": "580", "root": str(root)}).result
-    assert (result["action"], result["reason"]) == (action, reason)
+    assert (result["action"], result["reason"]) == expected
 
 
 def test_nothing_installed_means_nothing_to_run(monkeypatch, tmp_path):
