@@ -34,9 +34,8 @@ def loaded_modules(proc_modules):
     return sorted({line.split()[0] for line in proc_modules.splitlines() if line.strip()})
 
 
-def dpkg_installed(status):
-    """``{package: version}`` of the packages ``/var/lib/dpkg/status`` lists as installed."""
-    packages = {}
+def dpkg_stanzas(status):
+    """Each package of ``/var/lib/dpkg/status`` as a ``{field: value}`` dict (continuation lines left out)."""
     for stanza in re.split(r"\n\s*\n", status):
         fields = {}
         for line in stanza.splitlines():
@@ -44,9 +43,22 @@ def dpkg_installed(status):
                 continue
             key, _sep, value = line.partition(":")
             fields[key.strip()] = value.strip()
-        if fields.get("Status", "").endswith(" installed") and "Package" in fields:
-            packages[fields["Package"]] = fields.get("Version", "")
-    return packages
+        if "Package" in fields:
+            yield fields
+
+
+def dpkg_installed(status):
+    """``{package: version}`` of the packages ``/var/lib/dpkg/status`` lists as installed."""
+    return {
+        fields["Package"]: fields.get("Version", "")
+        for fields in dpkg_stanzas(status)
+        if fields.get("Status", "").endswith(" installed")
+    }
+
+
+def dpkg_held(status):
+    """Sorted names of the packages dpkg holds (``Status: hold ...``)."""
+    return sorted(fields["Package"] for fields in dpkg_stanzas(status) if fields.get("Status", "").startswith("hold "))
 
 
 def rpm_installed(text):

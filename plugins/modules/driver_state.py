@@ -104,6 +104,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.host import (
     NVIDIA_MODULES,
     Host,
     branch_driver_version,
+    dpkg_held,
     driver_action,
     driver_branches,
     installed_packages,
@@ -117,17 +118,6 @@ def _container(host):
         if text is not None:
             return text.strip() or runtime
     return None
-
-
-def _held(host):
-    status = host.read("/var/lib/dpkg/status") or ""
-    held = []
-    for stanza in re.split(r"\n\s*\n", status):
-        name = re.search(r"^Package: (\S+)", stanza, re.M)
-        state = re.search(r"^Status: (\S+)", stanza, re.M)
-        if name and state and state.group(1) == "hold":
-            held.append(name.group(1))
-    return sorted(held)
 
 
 def main():
@@ -160,7 +150,7 @@ def main():
         branches=branches,
         other_branches=sorted(name for other, names in branches.items() if other != branch for name in names),
         hold=sorted(branches.get(branch, []) + [name for name in packages if name == "nvlsm"]),
-        held=_held(host),
+        held=dpkg_held(host.read("/var/lib/dpkg/status") or ""),
     )
 
 
