@@ -39,6 +39,7 @@ PROFILE_CUDA = "12.8"
 
 NIC_PCI_NAMES = {
     "1013": "MT27700 Family [ConnectX-4]",
+    "101b": "MT28908 Family [ConnectX-6]",
     "101d": "MT2892 Family [ConnectX-6 Dx]",
     "1021": "MT2910 Family [ConnectX-7]",
     "a2dc": "MT43244 BlueField-3 integrated ConnectX-7 network controller",
@@ -207,6 +208,9 @@ class Profile:
         for lid, nic in enumerate(sorted(self.nics, key=lambda n: n["name"]), start=11):
             eth = nic["link_layer"] == "Ethernet"
             up = nic["state"] == "Active"
+            # Initializing: the link trained but no subnet manager answered (LID 65535, as in the
+            # real capture cx4_single_ca_no_catype_initializing_lid65535.txt).
+            init = nic["state"] == "Initializing"
             out += [
                 f"CA '{nic['name']}'",
                 f"\tCA type: {nic['ca_type']}",
@@ -217,9 +221,9 @@ class Profile:
                 f"\tSystem image GUID: {nic['guid']}",
                 "\tPort 1:",
                 f"\t\tState: {nic['state']}",
-                f"\t\tPhysical state: {'LinkUp' if up else ('Disabled' if eth else 'Polling')}",
-                f"\t\tRate: {nic['rate'] if up else 40}",
-                f"\t\tBase lid: {0 if eth or not up else lid}",
+                f"\t\tPhysical state: {'LinkUp' if up or init else ('Disabled' if eth else 'Polling')}",
+                f"\t\tRate: {nic['rate'] if up or init else 40}",
+                f"\t\tBase lid: {65535 if init else (0 if eth or not up else lid)}",
                 "\t\tLMC: 0",
                 f"\t\tSM lid: {0 if eth or not up else 1}",
                 f"\t\tCapability mask: {'0x00010000' if eth else '0xa651e848'}",

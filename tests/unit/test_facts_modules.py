@@ -35,6 +35,7 @@ EXPECTED = {
     "hgx-b200": ("b200", "blackwell", "10.0", 2, ["mlx5_4"], "PXB"),
     "dgx1-v100": ("v100", "volta", "7.0", 0, ["mlx5_0"], "PIX"),
     "pcie-l40s": ("l40s", "ada", "8.9", 0, ["mlx5_0"], "NODE"),
+    "hgx-a100": ("a100", "ampere", "8.0", 6, ["mlx5_0"], "PIX"),
 }
 
 

@@ -69,7 +69,13 @@ def test_topology_matrix_is_square_and_symmetric(name):
 
 @pytest.mark.parametrize(
     ("name", "nvswitches", "gpus", "ib_active"),
-    [("dgx-h100", 4, 8, 8), ("pcie-l40s", 0, 4, 0), ("dgx1-v100", 0, 8, 4), ("hgx-b200", 2, 8, 8)],
+    [
+        ("dgx-h100", 4, 8, 8),
+        ("pcie-l40s", 0, 4, 0),
+        ("dgx1-v100", 0, 8, 4),
+        ("hgx-b200", 2, 8, 8),
+        ("hgx-a100", 6, 8, 6),
+    ],
 )
 def test_profile_hardware_is_what_the_issue_asks(name, nvswitches, gpus, ib_active):
     summary = profile_summary(name)
