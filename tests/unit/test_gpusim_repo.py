@@ -8,6 +8,7 @@ import hashlib
 import re
 import shutil
 import subprocess
+import tarfile
 
 import pytest
 
@@ -92,6 +93,7 @@ def test_every_exact_dependency_is_in_the_repository(repo):
         ("nvidia-container-toolkit", "1.17.8-1"),
         ("libnvidia-container1", "1.18.0-1"),
         ("doca-ofed", "2.9.1-018000-24.10-debian12"),
+        ("mlnx-ofed-kernel-utils", "24.10.OFED.24.10.2.1.8.1-1"),
     ],
 )
 def test_real_names_and_versions(repo, package, version):
@@ -121,3 +123,17 @@ def test_rebuild_is_reproducible(repo, tmp_path):
     builder.build(tmp_path / "www", www.parent / "cache")
     folder = "compute/cuda/repos/debian12/x86_64"
     assert (tmp_path / "www" / folder / "Packages").read_bytes() == (www / folder / "Packages").read_bytes()
+
+
+def test_hpcx_archive_has_hpcx_layout_and_a_matching_checksum_file(repo):
+    www, builder = repo
+    archive = www / builder.HPCX_PATH
+    digest, _sep, filename = (www / f"{builder.HPCX_PATH}.sha256").read_text().partition("  ")
+    assert digest == hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert filename.strip() == archive.name
+    with tarfile.open(archive, "r:bz2") as tar:
+        names = set(tar.getnames())
+        top = builder.HPCX_NAME
+        for member in ("sharp/bin/sharp_am", "nccl_rdma_sharp_plugin/lib/libnccl-net.so", "sharp/lib"):
+            assert f"{top}/{member}" in names
+        assert tar.getmember(f"{top}/sharp/bin/sharp_am").mode == 0o755

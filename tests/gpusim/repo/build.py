@@ -10,6 +10,7 @@ point at a site mirror:
                                                cuDNN, NCCL, DCGM)
     libnvidia-container/stable/deb/amd64/      the container toolkit repository
     doca/2.9.1/debian12/x86_64/                the DOCA-Host repository (doca-ofed)
+    hpcx/v2.21/hpcx-v2.21-...-x86_64.tbz       an HPC-X archive (SHARP, its NCCL plugin, UCX)
     keys/gpusim-archive-keyring.gpg            the signing key (binary keyring for signed-by)
     keys/gpusim-archive-keyring.asc            the same, ASCII-armoured
     keys/gpusim-wrong-keyring.gpg              another key, for tests that expect a refusal
@@ -64,6 +65,10 @@ DCGM3 = "1:3.3.9"
 CONTAINER_TOOLKIT = ["1.17.8-1", "1.18.0-1"]
 NVIDIA_DOCKER2 = "2.14.0-1"
 DOCA = "2.9.1-018000-24.10-debian12"
+MLNX_OFED_KERNEL = "24.10.OFED.24.10.2.1.8.1-1"
+HPCX = "2.21"
+HPCX_NAME = f"hpcx-v{HPCX}-gcc-doca_ofed-debian12-cuda12-x86_64"
+HPCX_PATH = f"hpcx/v{HPCX}/{HPCX_NAME}.tbz"
 NVLSM = "2025.06.5-1"
 
 
@@ -424,19 +429,115 @@ def toolkit_packages() -> list[Package]:
     return pkgs
 
 
+OPENIBD = """#!/bin/sh
+### BEGIN INIT INFO
+# Provides:          openibd
+# Required-Start:    $local_fs
+# Required-Stop:     $local_fs
+# Default-Start:     2 3 4 5
+# Default-Stop:      0 1 6
+# Description:       Activates/Deactivates the OFED kernel stack at boot
+### END INIT INFO
+# gpusim stand-in for openibd: the real one loads the OFED kernel stack (mlx5_core, mlx5_ib, ib_umad, ...).
+case "$1" in
+  start|restart|force-reload) echo "Loading HCA driver and Access Layer: [  OK  ] (gpusim stand-in)" ;;
+  stop) echo "Unloading HCA driver: [  OK  ] (gpusim stand-in)" ;;
+  status) echo "The OFED stack is loaded (gpusim stand-in)" ;;
+  *) echo "Usage: openibd {start|stop|restart|status}" >&2; exit 2 ;;
+esac
+"""
+
+
 def doca_packages() -> list[Package]:
     user = Package("doca-ofed-userspace", DOCA, DOCA_REPO, "DOCA-OFED user space")
     user.files["/usr/share/doc/doca-ofed/VERSION"] = (f"{DOCA}\n", 0o644)
+    dkms = Package(
+        "mlnx-ofed-kernel-dkms", MLNX_OFED_KERNEL, DOCA_REPO, "DKMS support for the mlnx-ofed kernel modules"
+    )
+    dkms.files["/usr/src/mlnx-ofed-kernel-24.10/dkms.conf"] = ('PACKAGE_NAME="mlnx-ofed-kernel"\n', 0o644)
+    utils = Package(
+        "mlnx-ofed-kernel-utils",
+        MLNX_OFED_KERNEL,
+        DOCA_REPO,
+        "Userspace tools to restart and tune the mlnx-ofed kernel modules",
+        depends=[f"mlnx-ofed-kernel-dkms (= {MLNX_OFED_KERNEL})"],
+    )
+    utils.files["/etc/init.d/openibd"] = (OPENIBD, 0o755)
+    utils.files["/etc/infiniband/openib.conf"] = ("ONBOOT=yes\nRUN_SYSCTL=yes\n", 0o644)
+    utils.files["/lib/systemd/system/openibd.service"] = (
+        "[Unit]\nDescription=openibd - configure the OFED kernel stack (gpusim stand-in)\n"
+        "Before=network-pre.target\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n"
+        "ExecStart=/etc/init.d/openibd start\nExecStop=/etc/init.d/openibd stop\n\n"
+        "[Install]\nWantedBy=multi-user.target\n",
+        0o644,
+    )
+    utils.postinst += DAEMON_RELOAD
     return [
         user,
+        dkms,
+        utils,
         Package(
             "doca-ofed",
             DOCA,
             DOCA_REPO,
             "DOCA-OFED profile (1:1 MLNX_OFED replacement)",
-            depends=[f"doca-ofed-userspace (= {DOCA})"],
+            depends=[f"doca-ofed-userspace (= {DOCA})", f"mlnx-ofed-kernel-utils (= {MLNX_OFED_KERNEL})"],
         ),
     ]
+
+
+SHARP_AM = """#!/usr/bin/python3
+# gpusim stand-in for SHARP's aggregation manager: like the real one it reads the file -O names
+# (default /etc/sharp/sharp_am.cfg), logs to /var/log/sharp_am.log and re-reads it on SIGHUP.
+import signal, sys, time
+
+cfg = sys.argv[sys.argv.index("-O") + 1] if "-O" in sys.argv else "/etc/sharp/sharp_am.cfg"
+
+
+def load(*_):
+    try:
+        settings = [l.strip() for l in open(cfg) if l.strip() and not l.startswith("#")]
+    except OSError as err:
+        print(f"sharp_am: cannot read {cfg}: {err}", flush=True)
+        sys.exit(1)
+    with open("/var/log/sharp_am.log", "a") as log:
+        log.write(f"sharp_am (gpusim stand-in) @HPCX@: {cfg}: " + ", ".join(settings) + "\\n")
+    print(f"sharp_am: running with {cfg}", flush=True)
+
+
+load()
+signal.signal(signal.SIGHUP, load)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+while True:
+    time.sleep(3600)
+"""
+
+
+def hpcx_archive() -> bytes:
+    """An HPC-X tarball with the layout of NVIDIA's (sharp/, nccl_rdma_sharp_plugin/, ucx/)."""
+    files = {
+        "hpcx-init.sh": ('# HPC-X environment (gpusim stand-in)\nexport HPCX_DIR="$(dirname "$0")"\n', 0o644),
+        "sharp/bin/sharp_am": (SHARP_AM.replace("@HPCX@", HPCX), 0o755),
+        "sharp/lib/libsharp_coll.so.5": ("gpusim stand-in libsharp_coll\n", 0o644),
+        "nccl_rdma_sharp_plugin/lib/libnccl-net.so": ("gpusim stand-in NCCL RDMA SHARP plugin\n", 0o644),
+        "ucx/lib/libucp.so.0": ("gpusim stand-in libucp\n", 0o644),
+        "VERSION": (f"HPC-X v{HPCX}\n", 0o644),
+    }
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:bz2", format=tarfile.GNU_FORMAT) as tar:
+        for d in sorted(
+            {f"{HPCX_NAME}/" + "/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)}
+            | {HPCX_NAME}
+        ):
+            info = tarfile.TarInfo(d)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, EPOCH
+            tar.addfile(info)
+        for path, (text, mode) in sorted(files.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(f"{HPCX_NAME}/{path}")
+            info.size, info.mode, info.mtime = len(data), mode, EPOCH
+            tar.addfile(info, io.BytesIO(data))
+    return raw.getvalue()
 
 
 # -- .deb writing ------------------------------------------------------------------------------
@@ -570,6 +671,12 @@ def build(out: Path, cache: Path) -> None:
         (keys / "gpusim-archive-keyring.gpg").write_bytes(gpg(keyhome, "--export").stdout)
         (keys / "gpusim-archive-keyring.asc").write_bytes(gpg(keyhome, "--export", "--armor").stdout)
         (keys / "gpusim-wrong-keyring.gpg").write_bytes(gpg(wronghome, "--export").stdout)
+        archive = tmp / HPCX_PATH
+        archive.parent.mkdir(parents=True)
+        archive.write_bytes(hpcx_archive())
+        (tmp / f"{HPCX_PATH}.sha256").write_text(
+            f"{hashlib.sha256(archive.read_bytes()).hexdigest()}  {archive.name}\n"
+        )
         (tmp / "index.html").write_text("gpusim stand-in repository\n")
         for d in [tmp, *tmp.rglob("*")]:
             os.chmod(d, 0o755 if d.is_dir() else 0o644)
