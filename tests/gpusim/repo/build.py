@@ -23,6 +23,7 @@ generated once into the cache and reused, so a rebuild does not change it.
 from __future__ import annotations
 
 import argparse
+import bz2
 import gzip
 import hashlib
 import io
@@ -523,25 +524,13 @@ def hpcx_archive() -> bytes:
         "ucx/lib/libucp.so.0": ("gpusim stand-in libucp\n", 0o644),
         "VERSION": (f"HPC-X v{HPCX}\n", 0o644),
     }
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w:bz2", format=tarfile.GNU_FORMAT) as tar:
-        for d in sorted(
-            {f"{HPCX_NAME}/" + "/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)}
-            | {HPCX_NAME}
-        ):
-            info = tarfile.TarInfo(d)
-            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, EPOCH
-            tar.addfile(info)
-        for path, (text, mode) in sorted(files.items()):
-            data = text.encode()
-            info = tarfile.TarInfo(f"{HPCX_NAME}/{path}")
-            info.size, info.mode, info.mtime = len(data), mode, EPOCH
-            tar.addfile(info, io.BytesIO(data))
-    return raw.getvalue()
+    entries = {f"{HPCX_NAME}/{path}": (text.encode(), mode) for path, (text, mode) in files.items()}
+    return bz2.compress(_tar(entries, prefix=""))
 
 
 # -- .deb writing ------------------------------------------------------------------------------
-def _tar_gz(entries: dict[str, tuple[bytes, int]]) -> bytes:
+def _tar(entries: dict[str, tuple[bytes, int]], prefix: str = "./") -> bytes:
+    """A reproducible tar of ``entries`` (path: (data, mode)), its folders included, every mtime EPOCH."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
         dirs = set()
@@ -550,17 +539,21 @@ def _tar_gz(entries: dict[str, tuple[bytes, int]]) -> bytes:
             for i in range(1, len(parts) + 1):
                 dirs.add("/".join(parts[:i]))
         for d in sorted(dirs):
-            info = tarfile.TarInfo(f"./{d}/")
+            info = tarfile.TarInfo(f"{prefix}{d}/")
             info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, EPOCH
             tar.addfile(info)
         for path in sorted(entries):
             data, mode = entries[path]
-            info = tarfile.TarInfo("./" + path.strip("/"))
+            info = tarfile.TarInfo(prefix + path.strip("/"))
             info.size, info.mode, info.mtime = len(data), mode, EPOCH
             tar.addfile(info, io.BytesIO(data))
+    return raw.getvalue()
+
+
+def _tar_gz(entries: dict[str, tuple[bytes, int]]) -> bytes:
     out = io.BytesIO()
     with gzip.GzipFile(fileobj=out, mode="wb", mtime=EPOCH) as gz:
-        gz.write(raw.getvalue())
+        gz.write(_tar(entries))
     return out.getvalue()
 
 
