@@ -90,6 +90,8 @@ def test_every_exact_dependency_is_in_the_repository(repo):
         ("libnccl2", "2.21.5-1+cuda12.4"),
         ("libnccl-dev", "2.26.5-1+cuda12.8"),
         ("datacenter-gpu-manager-4-cuda12", "1:4.2.3-1"),
+        ("datacenter-gpu-manager-4-cuda13", "1:4.4.1-1"),
+        ("datacenter-gpu-manager-exporter", "4.5.2-1"),
         ("nvidia-container-toolkit", "1.17.8-1"),
         ("libnvidia-container1", "1.18.0-1"),
         ("doca-ofed", "2.9.1-018000-24.10-debian12"),
@@ -137,3 +139,12 @@ def test_hpcx_archive_has_hpcx_layout_and_a_matching_checksum_file(repo):
         for member in ("sharp/bin/sharp_am", "nccl_rdma_sharp_plugin/lib/libnccl-net.so", "sharp/lib"):
             assert f"{top}/{member}" in names
         assert tar.getmember(f"{top}/sharp/bin/sharp_am").mode == 0o755
+
+
+def test_dcgm_exporter_binary_on_the_mirror_has_a_matching_checksum(repo):
+    www, _builder = repo
+    folder = www / "dcgm-exporter" / "v4.5.2"
+    digest, _sep, filename = (folder / "dcgm-exporter.sha256").read_text().partition("  ")
+    assert digest == hashlib.sha256((folder / "dcgm-exporter").read_bytes()).hexdigest()
+    assert filename.strip() == "dcgm-exporter"
+    assert "4.4.1-4.5.2" in (folder / "dcgm-exporter").read_text()

@@ -11,6 +11,7 @@ point at a site mirror:
     libnvidia-container/stable/deb/amd64/      the container toolkit repository
     doca/2.9.1/debian12/x86_64/                the DOCA-Host repository (doca-ofed)
     hpcx/v2.21/hpcx-v2.21-...-x86_64.tbz       an HPC-X archive (SHARP, its NCCL plugin, UCX)
+    dcgm-exporter/v4.5.2/dcgm-exporter         dcgm-exporter as a bare binary (and .sha256)
     keys/gpusim-archive-keyring.gpg            the signing key (binary keyring for signed-by)
     keys/gpusim-archive-keyring.asc            the same, ASCII-armoured
     keys/gpusim-wrong-keyring.gpg              another key, for tests that expect a refusal
@@ -63,7 +64,12 @@ CUDNN8 = "8.9.7.29-1+cuda12.2"
 NCCL = ["2.21.5-1+cuda12.4", "2.26.5-1+cuda12.8"]
 DCGM4 = ["1:4.2.3-1", "1:4.4.1-1"]
 DCGM3 = "1:3.3.9"
+# dcgm-exporter releases pair an exporter version with the DCGM it was tested with (image tags
+# <dcgm>-<exporter>: 4.2.3-4.1.3, 4.4.1-4.5.2); the package carries the exporter's version.
+DCGM_EXPORTER = {"4.1.3-1": "1:4.2.3-1", "4.5.2-1": "1:4.4.1-1"}
 CONTAINER_TOOLKIT = ["1.17.8-1", "1.18.0-1"]
+# nvidia-cdi-refresh.path/.service ship from 1.18.0 on.
+CDI_REFRESH_FROM = (1, 18)
 NVIDIA_DOCKER2 = "2.14.0-1"
 DOCA = "2.9.1-018000-24.10-debian12"
 MLNX_OFED_KERNEL = "24.10.OFED.24.10.2.1.8.1-1"
@@ -365,6 +371,7 @@ def cuda_packages() -> list[Package]:
             listen="127.0.0.1:5555",
             after="nvidia-persistenced.service",
         )
+        core.files["/usr/bin/dcgmi"] = (_template("dcgmi.py"), 0o755)
         pkgs.append(core)
         for n in ("12", "13"):
             pkgs.append(
@@ -392,9 +399,55 @@ def cuda_packages() -> list[Package]:
                 depends=[f"datacenter-gpu-manager-4-core (= {ver})"],
             ),
         ]
+    for ver, dcgm in DCGM_EXPORTER.items():
+        exporter = Package(
+            "datacenter-gpu-manager-exporter",
+            ver,
+            CUDA_REPO,
+            "NVIDIA DCGM exporter for Prometheus",
+            depends=[f"datacenter-gpu-manager-4-core (= {dcgm})"],
+        )
+        exporter.files["/usr/bin/dcgm-exporter"] = (
+            _template("dcgm-exporter.py", VERSION=f"{dcgm.split(':')[-1].split('-')[0]}-{ver.split('-')[0]}"),
+            0o755,
+        )
+        exporter.files["/etc/dcgm-exporter/default-counters.csv"] = (
+            "# Format: DCGM field, Prometheus metric type, help message\n"
+            "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
+            "DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).\n",
+            0o644,
+        )
+        pkgs.append(exporter)
     old = Package("datacenter-gpu-manager", DCGM3, CUDA_REPO, "NVIDIA DCGM 3 (monolithic)")
     service(old, "nvidia-dcgm.service", "/usr/bin/nv-hostengine", "-n", listen="127.0.0.1:5555")
     return [*pkgs, old]
+
+
+def cdi_refresh(pkg: Package) -> None:
+    """The CDI refresh units of toolkit 1.18+, enabled by the package's postinst as NVIDIA's is."""
+    pkg.files["/lib/systemd/system/nvidia-cdi-refresh.service"] = (
+        "[Unit]\nDescription=Refresh the NVIDIA CDI specification file (gpusim stand-in)\n"
+        "ConditionPathExists=|/usr/bin/nvidia-smi\n\n[Service]\nType=oneshot\n"
+        "EnvironmentFile=-/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env\n"
+        "ExecStart=/usr/bin/nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml\n\n"
+        "[Install]\nWantedBy=multi-user.target\n",
+        0o644,
+    )
+    pkg.files["/lib/systemd/system/nvidia-cdi-refresh.path"] = (
+        "[Unit]\nDescription=Refresh the NVIDIA CDI specification when the driver changes (gpusim stand-in)\n\n"
+        "[Path]\nPathChanged=/usr/bin/nvidia-smi\nUnit=nvidia-cdi-refresh.service\n\n"
+        "[Install]\nWantedBy=multi-user.target\n",
+        0o644,
+    )
+    pkg.postinst += (
+        "if [ -d /run/systemd/system ] && systemctl --quiet is-system-running 2>/dev/null; then\n"
+        "  systemctl daemon-reload\n"
+        "  systemctl enable --now nvidia-cdi-refresh.path"
+        " || echo 'Warning: could not enable nvidia-cdi-refresh.path' >&2\n"
+        "  systemctl enable --now nvidia-cdi-refresh.service"
+        " || echo 'Warning: could not enable nvidia-cdi-refresh.service' >&2\n"
+        "fi\n"
+    )
 
 
 def toolkit_packages() -> list[Package]:
@@ -402,11 +455,22 @@ def toolkit_packages() -> list[Package]:
     for ver in CONTAINER_TOOLKIT:
         v = ver.split("-", maxsplit=1)[0]
         ctk = Package("nvidia-container-toolkit-base", ver, TOOLKIT_REPO, "NVIDIA Container Toolkit Base")
-        ctk.files["/usr/bin/nvidia-ctk"] = (
-            f"#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'NVIDIA Container Toolkit CLI version {v}'; exit 0; fi\n"
-            'echo "nvidia-ctk (gpusim stand-in): $* is not simulated" >&2\nexit 2\n',
-            0o755,
+        ctk.files["/usr/bin/nvidia-ctk"] = (_template("nvidia-ctk.py", VERSION=v), 0o755)
+        if tuple(int(x) for x in v.split(".")[:2]) >= CDI_REFRESH_FROM:
+            cdi_refresh(ctk)
+        runtime = Package(
+            "nvidia-container-toolkit",
+            ver,
+            TOOLKIT_REPO,
+            "NVIDIA Container Toolkit",
+            depends=[f"nvidia-container-toolkit-base (= {ver})", f"libnvidia-container-tools (= {ver})"],
+            conflicts=["nvidia-docker2"],
         )
+        for binary in ("nvidia-container-runtime", "nvidia-container-runtime-hook"):
+            runtime.files[f"/usr/bin/{binary}"] = (
+                f'#!/bin/sh\necho "{binary} {v} (gpusim stand-in): runs no containers" >&2\nexit 1\n',
+                0o755,
+            )
         pkgs += [
             Package("libnvidia-container1", ver, TOOLKIT_REPO, "NVIDIA container runtime library"),
             Package(
@@ -417,14 +481,7 @@ def toolkit_packages() -> list[Package]:
                 depends=[f"libnvidia-container1 (= {ver})"],
             ),
             ctk,
-            Package(
-                "nvidia-container-toolkit",
-                ver,
-                TOOLKIT_REPO,
-                "NVIDIA Container Toolkit",
-                depends=[f"nvidia-container-toolkit-base (= {ver})", f"libnvidia-container-tools (= {ver})"],
-                conflicts=["nvidia-docker2"],
-            ),
+            runtime,
         ]
     pkgs.append(Package("nvidia-docker2", NVIDIA_DOCKER2, TOOLKIT_REPO, "NVIDIA Docker 2 (deprecated)"))
     return pkgs
@@ -670,6 +727,16 @@ def build(out: Path, cache: Path) -> None:
         (tmp / f"{HPCX_PATH}.sha256").write_text(
             f"{hashlib.sha256(archive.read_bytes()).hexdigest()}  {archive.name}\n"
         )
+        # dcgm-exporter as a bare binary on a mirror, for dcgm_exporter_source: url.
+        for ver, dcgm in DCGM_EXPORTER.items():
+            binary = tmp / "dcgm-exporter" / f"v{ver.split('-')[0]}" / "dcgm-exporter"
+            binary.parent.mkdir(parents=True)
+            binary.write_text(
+                _template("dcgm-exporter.py", VERSION=f"{dcgm.split(':')[-1].split('-')[0]}-{ver.split('-')[0]}")
+            )
+            (binary.parent / "dcgm-exporter.sha256").write_text(
+                f"{hashlib.sha256(binary.read_bytes()).hexdigest()}  dcgm-exporter\n"
+            )
         (tmp / "index.html").write_text("gpusim stand-in repository\n")
         for d in [tmp, *tmp.rglob("*")]:
             os.chmod(d, 0o755 if d.is_dir() else 0o644)

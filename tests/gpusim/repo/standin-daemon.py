@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # gpusim stand-in for an NVIDIA service daemon (nv-fabricmanager, nvidia-persistenced,
 # nv-hostengine). It stays in the foreground so systemd sees a running service, listens where
-# the real one does when it has a port, and refuses to start where the real one refuses.
+# the real one does when it has a port (nv-hostengine's -b/--bind-interface and -p/--port move it),
+# and refuses to start where the real one refuses.
 import os
 import signal
 import socket
@@ -20,6 +21,16 @@ def log(msg):
     sys.stdout.flush()
 
 
+def listen_address(argv):
+    host, _sep, port = LISTEN.rpartition(":")
+    for i, arg in enumerate(argv[:-1]):
+        if arg in ("-b", "--bind-interface"):
+            host = argv[i + 1]
+        elif arg in ("-p", "--port"):
+            port = argv[i + 1]
+    return host, int(port)
+
+
 def main():
     if NEEDS_DRIVER == "exact":
         try:
@@ -32,12 +43,12 @@ def main():
             return 1
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if LISTEN:
-        host, port = LISTEN.rsplit(":", 1)
+        host, port = listen_address(sys.argv[1:])
         server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind((host, int(port)))
+        server.bind((host, port))
         server.listen(8)
-        log(f"version {VERSION} listening on {LISTEN}")
+        log(f"version {VERSION} listening on {host}:{port}")
         while True:
             conn, _addr = server.accept()
             conn.close()

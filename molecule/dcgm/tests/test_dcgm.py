@@ -1,0 +1,155 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""DCGM 4 per the driver's CUDA major, nv-hostengine on localhost, dcgm-exporter as a service on its
+configured address, and a real Prometheus that scrapes every GPU node."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+DCGM = "1:4.4.1-1"
+CUDA_PACKAGE = {"dcgm-h100": "datacenter-gpu-manager-4-cuda13", "dcgm-v100": "datacenter-gpu-manager-4-cuda12"}
+PORT = {"dcgm-h100": 9400, "dcgm-v100": 9500}
+GPUS = {"dcgm-h100": 8, "dcgm-v100": 8}
+
+
+def name(host):
+    return host.backend.get_hostname()
+
+
+def gpu_node(host):
+    if name(host) not in CUDA_PACKAGE:
+        pytest.skip("checked on the GPU nodes")
+
+
+def test_dcgm4_for_the_drivers_cuda_major_replaces_dcgm3(host):
+    gpu_node(host)
+    held = set(host.check_output("apt-mark showhold").split())
+    for package in ("datacenter-gpu-manager-4-core", CUDA_PACKAGE[name(host)]):
+        assert host.package(package).version == DCGM
+        assert package in held
+    other = ({"datacenter-gpu-manager-4-cuda12", "datacenter-gpu-manager-4-cuda13"} - {CUDA_PACKAGE[name(host)]}).pop()
+    assert not host.package(other).is_installed
+    status = host.run("dpkg-query -W -f='${db:Status-Abbrev}' datacenter-gpu-manager")
+    assert status.rc != 0 or status.stdout.strip() in ("", "un")
+
+
+def test_hostengine_listens_on_localhost_only_and_sees_every_gpu(host):
+    gpu_node(host)
+    assert host.service("nvidia-dcgm").is_enabled
+    assert host.service("nvidia-dcgm").is_running
+    assert host.socket("tcp://127.0.0.1:5555").is_listening
+    assert not host.socket("tcp://0.0.0.0:5555").is_listening
+    dropin = host.file("/etc/systemd/system/nvidia-dcgm.service.d/gpuops.conf").content_string
+    assert "--bind-interface 127.0.0.1 --port 5555" in dropin
+    out = host.check_output("dcgmi discovery -l")
+    assert out.splitlines()[0] == f"{GPUS[name(host)]} GPUs found."
+
+
+def test_exporter_serves_every_gpu_on_its_configured_address(host):
+    gpu_node(host)
+    exporter = host.service("dcgm-exporter")
+    assert exporter.is_enabled
+    assert exporter.is_running
+    port = PORT[name(host)]
+    assert host.socket(f"tcp://0.0.0.0:{port}").is_listening
+    metrics = host.check_output(f"curl -fsS http://127.0.0.1:{port}/metrics")
+    temps = [line for line in metrics.splitlines() if line.startswith("DCGM_FI_DEV_GPU_TEMP{")]
+    assert len(temps) == GPUS[name(host)]
+    assert f'Hostname="{name(host)}"' in temps[0]
+    # Every managed collector and nothing else.
+    collectors = [
+        line.split(",")[0]
+        for line in host.file("/etc/dcgm-exporter/gpuops-counters.csv").content_string.splitlines()
+        if line and not line.startswith("#")
+    ]
+    exported = {line.split()[2] for line in metrics.splitlines() if line.startswith("# TYPE ")}
+    assert exported == set(collectors)
+    unit = host.file("/etc/systemd/system/dcgm-exporter.service").content_string
+    assert "--remote-hostengine-info 127.0.0.1:5555" in unit
+
+
+def test_exporter_binary_comes_from_its_source(host):
+    gpu_node(host)
+    if name(host) == "dcgm-v100":
+        binary = host.file("/usr/local/bin/dcgm-exporter")
+        assert binary.mode == 0o755
+        assert not host.package("datacenter-gpu-manager-exporter").is_installed
+        assert (
+            "ExecStart=/usr/local/bin/dcgm-exporter --address :9500"
+            in host.file("/etc/systemd/system/dcgm-exporter.service").content_string
+        )
+    else:
+        assert host.package("datacenter-gpu-manager-exporter").version == "4.5.2-1"
+    assert "4.4.1-4.5.2" in host.check_output(
+        "/usr/local/bin/dcgm-exporter --version" if name(host) == "dcgm-v100" else "dcgm-exporter --version"
+    )
+
+
+def test_node_exporter_only_where_asked_for(host):
+    gpu_node(host)
+    if name(host) == "dcgm-h100":
+        assert host.service("prometheus-node-exporter").is_running
+        assert host.socket("tcp://9100").is_listening
+    else:
+        assert not host.package("prometheus-node-exporter").is_installed
+
+
+def monitor(host):
+    if name(host) != "dcgm-monitor":
+        pytest.skip("checked on the Prometheus host")
+
+
+def test_file_sd_lists_every_gpu_node(host):
+    monitor(host)
+    targets = host.file("/etc/prometheus/file_sd/gpuops-dcgm.yml").content_string
+    assert "- dcgm-h100:9400" in targets
+    assert "- dcgm-v100:9500" in targets
+    assert "gpu_model: h100" in targets
+    assert "gpu_model: v100" in targets
+    node = host.file("/etc/prometheus/file_sd/gpuops-node.yml").content_string
+    assert "- dcgm-h100:9100" in node
+    assert "dcgm-v100" not in node
+
+
+def test_prometheus_config_keeps_debians_jobs_and_passes_promtool(host):
+    monitor(host)
+    assert host.run("promtool check config /etc/prometheus/prometheus.yml").rc == 0
+    conf = host.file("/etc/prometheus/prometheus.yml").content_string
+    for job in ("job_name: prometheus", "job_name: node", "job_name: gpuops-dcgm", "job_name: gpuops-node"):
+        assert job in conf
+
+
+def query(host, path):
+    return json.loads(host.check_output(f"curl -fsS 'http://127.0.0.1:9090/api/v1/{path}'"))["data"]
+
+
+def test_prometheus_scrapes_every_gpu(host):
+    monitor(host)
+    assert host.service("prometheus").is_running
+    deadline = time.monotonic() + 90
+    while True:
+        targets = {
+            t["scrapeUrl"]: t["health"]
+            for t in query(host, "targets")["activeTargets"]
+            if t["labels"]["job"] in ("gpuops-dcgm", "gpuops-node")
+        }
+        up = query(host, "query?query=count(DCGM_FI_DEV_GPU_TEMP)")["result"]
+        if (set(targets.values()) == {"up"} and len(targets) == 3 and up) or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    assert targets == {
+        "http://dcgm-h100:9400/metrics": "up",
+        "http://dcgm-v100:9500/metrics": "up",
+        "http://dcgm-h100:9100/metrics": "up",
+    }
+    assert up[0]["value"][1] == str(sum(GPUS.values()))
+
+
+def test_grafana_dashboard_is_installed(host):
+    monitor(host)
+    dashboard = json.loads(host.file("/var/lib/grafana/dashboards/gpuops-dcgm-dashboard.json").content_string)
+    assert dashboard["uid"] == "gpuops-dcgm"

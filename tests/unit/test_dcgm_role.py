@@ -1,0 +1,53 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The dcgm role's data agree: the dashboard plots only exported fields, the collectors are DCGM
+fields, and the exporter pairing table knows the stand-in's pairs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import yaml
+from conftest import GPUSIM, ROOT, load_script
+
+ROLE = ROOT / "roles" / "dcgm"
+
+
+def collectors():
+    return yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())["dcgm_exporter_collectors"]
+
+
+def test_the_dashboard_plots_only_exported_fields():
+    dashboard = json.loads((ROLE / "files" / "gpuops-dcgm-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs += [v["query"]["query"] for v in dashboard["templating"]["list"] if isinstance(v.get("query"), dict)]
+    used = {m for e in exprs for m in re.findall(r"DCGM_FI_[A-Z0-9_]+", e)}
+    assert used
+    assert used <= {c["field"] for c in collectors()}
+    # Panels must not overlap: each has its own place in the grid.
+    places = [(p["gridPos"]["x"], p["gridPos"]["y"]) for p in dashboard["panels"]]
+    assert len(places) == len(set(places))
+    assert all('job="gpuops-dcgm"' in e for e in exprs)
+
+
+def test_default_collectors_are_dcgm_fields_with_prometheus_types():
+    exporter = (GPUSIM / "repo" / "dcgm-exporter.py").read_text()
+    known = set(re.findall(r'^    "(DCGM_FI_[A-Z0-9_]+)":', exporter, re.M))
+    for c in collectors():
+        assert c["field"] in known, c
+        assert c["type"] in ("gauge", "counter")
+        assert "," not in c["help"], "the help text is the CSV's last column: no commas"
+    assert len({c["field"] for c in collectors()}) == len(collectors())
+
+
+def test_the_pairing_table_knows_the_standin_pairs_and_the_defaults_pair():
+    pairs = {
+        str(k): str(v)
+        for k, v in yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__dcgm_exporter_pairs"].items()
+    }
+    builder = load_script(GPUSIM / "repo" / "build.py", "gpusim_repo_build_pairs")
+    for exporter, dcgm in builder.DCGM_EXPORTER.items():
+        assert pairs[exporter.split("-")[0]] == dcgm.split(":")[1].split("-")[0]
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    assert pairs[defaults["dcgm_exporter_version"]] == defaults["dcgm_version"]
