@@ -31,7 +31,8 @@ def test_defaults_and_argument_specs_declare_the_same_variables(role):
         assert spec.get("description"), name
         assert spec["default"] == defaults[name], name
         if "choices" in spec:
-            assert defaults[name] in spec["choices"], name
+            chosen = defaults[name] if spec.get("type") == "list" else [defaults[name]]
+            assert set(chosen) <= set(spec["choices"]), name
 
 
 @pytest.mark.parametrize("role", ROLES)

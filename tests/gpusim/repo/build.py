@@ -408,7 +408,7 @@ def cuda_packages() -> list[Package]:
             depends=[f"datacenter-gpu-manager-4-core (= {dcgm})"],
         )
         exporter.files["/usr/bin/dcgm-exporter"] = (
-            _template("dcgm-exporter.py", VERSION=f"{dcgm.split(':')[-1].split('-')[0]}-{ver.split('-')[0]}"),
+            _template("dcgm-exporter.py", VERSION=exporter_version(ver, dcgm)),
             0o755,
         )
         exporter.files["/etc/dcgm-exporter/default-counters.csv"] = (
@@ -421,6 +421,11 @@ def cuda_packages() -> list[Package]:
     old = Package("datacenter-gpu-manager", DCGM3, CUDA_REPO, "NVIDIA DCGM 3 (monolithic)")
     service(old, "nvidia-dcgm.service", "/usr/bin/nv-hostengine", "-n", listen="127.0.0.1:5555")
     return [*pkgs, old]
+
+
+def exporter_version(ver: str, dcgm: str) -> str:
+    """What dcgm-exporter --version reports: <dcgm>-<exporter>, as NVIDIA's image tags pair them."""
+    return f"{dcgm.rsplit(':', maxsplit=1)[-1].split('-', maxsplit=1)[0]}-{ver.split('-', maxsplit=1)[0]}"
 
 
 def cdi_refresh(pkg: Package) -> None:
@@ -729,11 +734,9 @@ def build(out: Path, cache: Path) -> None:
         )
         # dcgm-exporter as a bare binary on a mirror, for dcgm_exporter_source: url.
         for ver, dcgm in DCGM_EXPORTER.items():
-            binary = tmp / "dcgm-exporter" / f"v{ver.split('-')[0]}" / "dcgm-exporter"
+            binary = tmp / "dcgm-exporter" / f"v{ver.split('-', maxsplit=1)[0]}" / "dcgm-exporter"
             binary.parent.mkdir(parents=True)
-            binary.write_text(
-                _template("dcgm-exporter.py", VERSION=f"{dcgm.split(':')[-1].split('-')[0]}-{ver.split('-')[0]}")
-            )
+            binary.write_text(_template("dcgm-exporter.py", VERSION=exporter_version(ver, dcgm)))
             (binary.parent / "dcgm-exporter.sha256").write_text(
                 f"{hashlib.sha256(binary.read_bytes()).hexdigest()}  dcgm-exporter\n"
             )
