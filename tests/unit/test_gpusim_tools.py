@@ -104,21 +104,21 @@ def container_tools(tmp_path_factory, repo_builder, nvidia_smi):
     ):
         tools[name] = folder / name
         tools[name].write_text(repo_builder._template(template, **values))
-    nvidia_smi.chmod(0o755)
+    # The tools run nvidia-smi (GPUSIM_NVIDIA_SMI); a wrapper runs the stand-in with this Python.
+    wrapper = folder / "nvidia-smi"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {nvidia_smi} "$@"\n')
+    wrapper.chmod(0o755)
+    tools["nvidia-smi"] = wrapper
     return tools
 
 
-def run_with_smi(tool, nvidia_smi, *args, profile=None):
-    # The tools call nvidia-smi; point them at the stand-in through a wrapper on PATH.
-    wrapper = nvidia_smi.parent / "smi-wrapper"
-    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {nvidia_smi} "$@"\n')
-    wrapper.chmod(0o755)
-    return run(tool, *args, profile=profile, env_extra={"GPUSIM_NVIDIA_SMI": str(wrapper)})
+def run_with_smi(tools, name, *args, profile=None):
+    return run(tools[name], *args, profile=profile, env_extra={"GPUSIM_NVIDIA_SMI": str(tools["nvidia-smi"])})
 
 
 @pytest.mark.parametrize("name", PROFILE_NAMES)
-def test_nvidia_ctk_cdi_spec_has_a_device_per_gpu_index_and_uuid(container_tools, nvidia_smi, name):
-    result = run_with_smi(container_tools["nvidia-ctk"], nvidia_smi, "cdi", "generate", profile=name)
+def test_nvidia_ctk_cdi_spec_has_a_device_per_gpu_index_and_uuid(container_tools, name):
+    result = run_with_smi(container_tools, "nvidia-ctk", "cdi", "generate", profile=name)
     assert result.returncode == 0, result.stderr
     uuids = profile_summary(name)["gpu_uuids"]
     names = [line.split('"')[1] for line in result.stdout.splitlines() if line.startswith("- name:")]
@@ -126,13 +126,13 @@ def test_nvidia_ctk_cdi_spec_has_a_device_per_gpu_index_and_uuid(container_tools
     assert "libcuda.so.580.95.05" in result.stdout
 
 
-def test_nvidia_ctk_fails_without_the_driver_like_the_real_one(container_tools, nvidia_smi):
-    result = run_with_smi(container_tools["nvidia-ctk"], nvidia_smi, "cdi", "generate", profile=None)
+def test_nvidia_ctk_fails_without_the_driver_like_the_real_one(container_tools):
+    result = run_with_smi(container_tools, "nvidia-ctk", "cdi", "generate", profile=None)
     assert result.returncode == 1
     assert "failed to initialize NVML" in result.stderr
 
 
-def test_dcgm_exporter_refuses_unknown_fields_and_bad_types(container_tools, nvidia_smi, tmp_path):
+def test_dcgm_exporter_refuses_unknown_fields_and_bad_types(container_tools, tmp_path):
     for line, message in (
         ("DCGM_FI_DEV_NOT_A_FIELD, gauge, x", "could not find DCGM field DCGM_FI_DEV_NOT_A_FIELD"),
         ("DCGM_FI_DEV_GPU_TEMP, histogram, x", "metric type histogram"),
@@ -140,22 +140,20 @@ def test_dcgm_exporter_refuses_unknown_fields_and_bad_types(container_tools, nvi
     ):
         csv = tmp_path / "c.csv"
         csv.write_text(f"# comment\n{line}\n")
-        result = run_with_smi(container_tools["dcgm-exporter"], nvidia_smi, "-f", str(csv), profile="pcie-l40s")
+        result = run_with_smi(container_tools, "dcgm-exporter", "-f", str(csv), profile="pcie-l40s")
         assert result.returncode == 1
         assert message in result.stderr
 
 
-def test_dcgm_exporter_refuses_an_unreachable_host_engine(container_tools, nvidia_smi, tmp_path):
+def test_dcgm_exporter_refuses_an_unreachable_host_engine(container_tools, tmp_path):
     csv = tmp_path / "c.csv"
     csv.write_text("DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature\n")
-    result = run_with_smi(
-        container_tools["dcgm-exporter"], nvidia_smi, "-f", str(csv), "-r", "127.0.0.1:1", profile="pcie-l40s"
-    )
+    result = run_with_smi(container_tools, "dcgm-exporter", "-f", str(csv), "-r", "127.0.0.1:1", profile="pcie-l40s")
     assert result.returncode == 1
     assert "cannot connect to the remote host engine" in result.stderr
 
 
-def test_dcgmi_needs_the_host_engine(container_tools, nvidia_smi):
-    result = run_with_smi(container_tools["dcgmi"], nvidia_smi, "discovery", "-l", "--host", "127.0.0.1:1")
+def test_dcgmi_needs_the_host_engine(container_tools):
+    result = run_with_smi(container_tools, "dcgmi", "discovery", "-l", "--host", "127.0.0.1:1")
     assert result.returncode == 255
     assert "Unable to connect to host engine" in result.stdout
