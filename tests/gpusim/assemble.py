@@ -11,6 +11,7 @@ NVSwitches, NICs, CPU/NUMA layout and, where we have them, real captures to take
     profiles/<name>/nvidia-smi-topo-m.txt  nvidia-smi topo -m
     profiles/<name>/ibstat.txt           ibstat
     profiles/<name>/ibdev2netdev.txt     ibdev2netdev
+    profiles/<name>/lscpu-p.txt          lscpu -p=CPU,CORE,SOCKET,NODE
     profiles/<name>/profile.json         a summary the stand-in tools and the tests read
 
 Every output is derived from the same spec, so GPU count, bus IDs and NIC names agree across
@@ -334,6 +335,22 @@ class Profile:
         out.append("</nvidia_smi_log>")
         return "\n".join(out) + "\n"
 
+    def lscpu(self) -> str:
+        """One socket per NUMA node; a node's CPU ranges are its cores' first, second... threads."""
+        rows, first_core = [], 0
+        for node, text in enumerate(self.spec["cpu"]["numa_cpus"]):
+            ranges = [range(int(low), int(high) + 1) for low, high in (part.split("-") for part in text.split(","))]
+            for thread in ranges:
+                rows.extend((cpu, first_core + offset, node, node) for offset, cpu in enumerate(thread))
+            first_core += len(ranges[0])
+        head = (
+            "# The following is the parsable format, which can be fed to other\n"
+            "# programs. Each different item in every column has an unique ID\n"
+            "# starting usually from zero.\n"
+            "# CPU,Core,Socket,Node\n"
+        )
+        return head + "".join(",".join(map(str, row)) + "\n" for row in sorted(rows))
+
     def summary(self) -> dict:
         return {
             "name": self.name,
@@ -354,6 +371,7 @@ class Profile:
             "nvidia-smi-topo-m.txt": self.topo(),
             "ibstat.txt": self.ibstat(),
             "ibdev2netdev.txt": self.ibdev2netdev(),
+            "lscpu-p.txt": self.lscpu(),
             "profile.json": json.dumps(self.summary(), indent=2) + "\n",
         }
 

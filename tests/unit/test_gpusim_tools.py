@@ -10,6 +10,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import cpu_topology, parse_lscpu
 from conftest import GPUSIM, PROFILE_NAMES, profile_summary
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,11 +23,29 @@ def run(tool: str, *args: str, profile: str | None = None, env_extra: dict | Non
 
 LSPCI = GPUSIM / "bin" / "lspci"
 IBSTAT = GPUSIM / "bin" / "ibstat"
+LSCPU = GPUSIM / "bin" / "lscpu"
 
 
 @pytest.mark.parametrize("name", PROFILE_NAMES)
 def test_lspci_Dnn_is_the_profile(name):
     assert run(LSPCI, "-Dnn", profile=name).stdout == (GPUSIM / "profiles" / name / "lspci-Dnn.txt").read_text()
+
+
+@pytest.mark.parametrize("name", PROFILE_NAMES)
+def test_lscpu_parse_is_the_profiles_topology(name):
+    for flag in ("-p=CPU,CORE,SOCKET,NODE", "--parse=cpu,core,socket,node"):
+        out = run(LSCPU, flag, profile=name)
+        assert out.returncode == 0
+        assert out.stdout == (GPUSIM / "profiles" / name / "lscpu-p.txt").read_text()
+    topology = cpu_topology(parse_lscpu(out.stdout))
+    # Every profile has two threads per core on every core of every socket.
+    assert topology["cpus"] == topology["sockets_per_board"] * topology["cores_per_socket"] * 2
+
+
+def test_lscpu_other_uses_run_the_real_one():
+    out = run(LSCPU, "--version", profile="dgx-h100")
+    assert out.returncode == 0
+    assert "util-linux" in out.stdout
 
 
 def test_lspci_formats():

@@ -1,0 +1,141 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A real Slurm cluster: slurm.conf and gres.conf derived from the profiles' hardware, both GPU
+nodes idle with their Gres, jobs across nodes, GPUs handed to jobs, and one munge key everywhere."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import pytest
+
+CONTROLLER = "slurm-ctl"
+NODES = {"slurm-h100": "gpu:h100:8", "slurm-l40s": "gpu:l40s:4"}
+
+# The whole generated gres.conf, less its comment lines. Cores= from topo -m's CPU affinity through
+# the profiles' lscpu: dgx-h100 GPU0-3 have CPUs 0-55,112-167 (socket 0: cores 0-55), GPU4-7
+# 56-111,168-223 (socket 1: cores 56-111); pcie-l40s GPU0-1 0-31,64-95, GPU2-3 32-63,96-127.
+H100_LINKS = [",".join("-1" if j == i else "18" for j in range(8)) for i in range(8)]
+GRES_CONF = (
+    ["AutoDetect=off"]
+    + [
+        f"NodeName=slurm-h100 Name=gpu Type=h100 File=/dev/nvidia{i} Cores={'0-55' if i < 4 else '56-111'} "
+        f"Links={H100_LINKS[i]}"
+        for i in range(8)
+    ]
+    + [
+        f"NodeName=slurm-l40s Name=gpu Type=l40s File=/dev/nvidia{i} Cores={'0-31' if i < 2 else '32-63'}"
+        for i in range(4)
+    ]
+)
+
+
+def name(host):
+    return host.backend.get_hostname()
+
+
+def controller(host):
+    if name(host) != CONTROLLER:
+        pytest.skip("checked on the controller")
+
+
+def config_lines(text):
+    return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_munge_key_is_private_and_shared(host):
+    key = host.file("/etc/munge/munge.key")
+    assert (key.user, key.group, key.mode) == ("munge", "munge", 0o400)
+    assert host.service("munge").is_running
+    digest = host.check_output("sha256sum /etc/munge/munge.key").split()[0]
+    # Not the random key Debian's package wrote on this node: the cluster's text key.
+    assert len(host.check_output("cat /etc/munge/munge.key")) >= 64
+    assert digest == hashlib.sha256(host.check_output("cat /etc/munge/munge.key").encode()).hexdigest()
+
+
+def test_munge_credential_from_the_controller_decodes_on_each_gpu_node(host):
+    controller(host)
+    for node in NODES:
+        credential = host.check_output("munge -n")
+        out = host.check_output(f"echo '{credential}' | srun --nodelist={node} --ntasks=1 unmunge")
+        assert "STATUS:          Success (0)" in out
+
+
+def test_slurm_conf_node_lines_from_the_profiles(host):
+    controller(host)
+    conf = config_lines(host.file("/etc/slurm/slurm.conf").content_string)
+    nodes = {line.split()[0]: line for line in conf if line.startswith("NodeName=")}
+    h100 = nodes["NodeName=slurm-h100"].split()
+    assert h100[1:6] == ["CPUs=224", "Boards=1", "SocketsPerBoard=2", "CoresPerSocket=56", "ThreadsPerCore=2"]
+    assert "Gres=gpu:h100:8" in h100
+    l40s = nodes["NodeName=slurm-l40s"].split()
+    assert l40s[1:6] == ["CPUs=128", "Boards=1", "SocketsPerBoard=2", "CoresPerSocket=32", "ThreadsPerCore=2"]
+    assert "Gres=gpu:l40s:4" in l40s
+    # RealMemory keeps a headroom below what the node has.
+    memory = int(next(f for f in h100 if f.startswith("RealMemory=")).split("=")[1])
+    assert 0 < memory < int(host.check_output("free -m | awk '/^Mem:/ {print $2}'"))
+    assert "GresTypes=gpu" in conf
+    assert "SlurmctldParameters=enable_configless" in conf
+    partitions = [line for line in conf if line.startswith("PartitionName=")]
+    assert partitions[0].startswith("PartitionName=gpu Nodes=slurm-[h100,l40s] Default=YES") or partitions[
+        0
+    ].startswith("PartitionName=gpu Nodes=slurm-h100,slurm-l40s Default=YES")
+    assert partitions[1].startswith("PartitionName=h100 Nodes=slurm-h100 Default=NO")
+    assert partitions[1].endswith("PriorityTier=2")
+
+
+def test_gres_conf_cores_and_links_from_the_profiles(host):
+    controller(host)
+    assert config_lines(host.file("/etc/slurm/gres.conf").content_string) == GRES_CONF
+
+
+def test_cgroup_conf(host):
+    controller(host)
+    conf = config_lines(host.file("/etc/slurm/cgroup.conf").content_string)
+    for line in ("ConstrainCores=yes", "ConstrainDevices=yes", "ConstrainRAMSpace=yes"):
+        assert line in conf
+
+
+def test_configless_node_has_no_local_copy(host):
+    if name(host) != "slurm-h100":
+        pytest.skip("the config-less node")
+    assert not host.file("/etc/slurm/slurm.conf").exists
+    assert "--conf-server slurm-ctl:6817" in host.file("/etc/default/slurmd").content_string
+    assert host.service("slurmd").is_running
+    # slurmd fetched the controller's files.
+    assert host.run("slurmd -G --conf-server slurm-ctl:6817").rc == 0
+
+
+def test_nodes_are_idle_with_their_gres(host):
+    controller(host)
+    deadline = time.monotonic() + 60
+    while True:
+        rows = dict(line.split(None, 1) for line in host.check_output("sinfo -N -h -p gpu -o '%N %T %G'").splitlines())
+        if all(rows.get(node, "").startswith("idle") for node in NODES) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    for node, gres in NODES.items():
+        state, reported = rows[node].split()
+        assert state == "idle"
+        assert reported.startswith(gres)
+
+
+def test_job_runs_on_both_nodes(host):
+    controller(host)
+    out = host.check_output("srun --nodes=2 --ntasks-per-node=1 hostname")
+    assert sorted(out.split()) == sorted(NODES)
+
+
+def test_two_h100_gpus_reach_the_job(host):
+    controller(host)
+    out = host.check_output("srun --partition=h100 --gres=gpu:h100:2 printenv CUDA_VISIBLE_DEVICES SLURMD_NODENAME")
+    visible, node = out.split()
+    assert node == "slurm-h100"
+    assert len(visible.split(",")) == 2
+
+
+def test_health_check_passes_on_gpu_nodes(host):
+    if name(host) not in NODES:
+        pytest.skip("GPU nodes")
+    assert host.run("/usr/local/sbin/gpuops-slurm-healthcheck").rc == 0

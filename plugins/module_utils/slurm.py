@@ -1,0 +1,257 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Slurm node description from the hardware facts: the slurm.conf node line and gres.conf.
+
+Pure functions; the slurm role calls them through the ``slurm_node_spec`` and ``slurm_node_groups``
+filters, the unit tests call them directly.
+
+Slurm counts cores, not CPUs, in ``gres.conf`` ``Cores=``: "Core 0 will be the first core on the
+first socket, while core 1 will be the second core on the first socket" (gres.conf(5)), the
+logical core numbering of hwloc (``lstopo -l``). ``nvidia-smi topo -m`` gives a GPU's CPU affinity
+as kernel CPU numbers, hyperthreads included. The conversion reads ``lscpu -p=CPU,CORE,SOCKET,NODE``
+(which CPU sits on which core of which socket), numbers the sockets in order, numbers the cores of
+each socket by their lowest CPU (the order hwloc gives them), so that core ``k`` of the ``s``-th
+socket is index ``s * CoresPerSocket + k``, then maps every CPU of the affinity to its core.
+On a DGX H100 (2 x 56 cores, CPUs 0-55 and 112-167 on socket 0) the affinity ``0-55,112-167``
+becomes ``Cores=0-55``.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+from ansible_collections.gpuops.cluster.plugins.module_utils.hostlist import hostlist_compress
+
+LSCPU_COMMAND = "lscpu -p=CPU,CORE,SOCKET,NODE"
+_COLUMNS = ("cpu", "core", "socket", "node")
+
+
+class SlurmSpecError(ValueError):
+    """Facts from which no consistent Slurm node description can be written."""
+
+
+def number_list(numbers):
+    """Sorted integers as Slurm and the kernel write them: ``0-55,112-167``."""
+    values = sorted(set(numbers))
+    if not values:
+        return ""
+    out, start, prev = [], values[0], values[0]
+    for value in values[1:]:
+        if value == prev + 1:
+            prev = value
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = value
+    out.append(str(start) if start == prev else f"{start}-{prev}")
+    return ",".join(out)
+
+
+def _int_or_none(text, name, number, line):
+    text = text.strip()
+    if text == "":
+        return None
+    if not text.isdigit():
+        raise ParseError(f"the {name} column holds {text!r}, not a number", "lscpu -p", number, line)
+    return int(text)
+
+
+def parse_lscpu(text):
+    """Rows of ``lscpu -p`` (any column set that has CPU, Core and Socket), as dicts.
+
+    The column names come from the last comment line (``# CPU,Core,Socket,Node,,L1d,...``); other
+    columns are ignored. Empty cells (no topology known) read as None.
+    """
+    header, rows, seen = None, [], set()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            names = [name.strip().lower() for name in line.lstrip("#").split(",")]
+            if names and names[0] == "cpu":
+                header = names
+            continue
+        if header is None:
+            raise ParseError("a data line comes before the '# CPU,Core,Socket,...' header", "lscpu -p", number, line)
+        missing = [name for name in _COLUMNS[:3] if name not in header]
+        if missing:
+            raise ParseError(
+                "the header has no {} column; run {}".format("/".join(missing), LSCPU_COMMAND),
+                "lscpu -p",
+                number,
+                line,
+            )
+        cells = line.split(",")
+        if len(cells) < 3:
+            raise ParseError("too few columns", "lscpu -p", number, line)
+        row = {}
+        for name in _COLUMNS:
+            if name in header:
+                position = header.index(name)
+                row[name] = _int_or_none(cells[position], name, number, line) if position < len(cells) else None
+            else:
+                row[name] = None
+        if row["cpu"] is None:
+            raise ParseError("the CPU column is empty", "lscpu -p", number, line)
+        if row["cpu"] in seen:
+            raise ParseError(f"CPU {row['cpu']} is listed twice", "lscpu -p", number, line)
+        seen.add(row["cpu"])
+        rows.append(row)
+    if not rows:
+        raise ParseError("no CPU lines", "lscpu -p")
+    return rows
+
+
+def cpu_topology(rows):
+    """Sockets, cores and threads as slurm.conf counts them, and each CPU's Slurm core index."""
+    cores = {}
+    for row in rows:
+        socket = row["socket"] if row["socket"] is not None else 0
+        core = row["core"] if row["core"] is not None else row["cpu"]
+        cores.setdefault((socket, core), []).append(row["cpu"])
+    sockets = sorted({socket for socket, _core in cores})
+    per_socket = {socket: sorted(cpus for (s, _c), cpus in cores.items() if s == socket) for socket in sockets}
+    counts = sorted({len(groups) for groups in per_socket.values()})
+    if len(counts) != 1:
+        raise SlurmSpecError(
+            "the sockets have different core counts ({}); slurm.conf describes a node with one "
+            "CoresPerSocket value. Set slurm_node_overrides for this host.".format(
+                ", ".join(f"socket {s}: {len(per_socket[s])}" for s in sockets)
+            )
+        )
+    threads = sorted({len(cpus) for cpus in cores.values()})
+    if len(threads) != 1:
+        raise SlurmSpecError(
+            "the cores have different thread counts ({}), as on CPUs with two core types; "
+            "slurm.conf describes a node with one ThreadsPerCore value. Set slurm_node_overrides "
+            "for this host.".format(", ".join(str(t) for t in threads))
+        )
+    cores_per_socket = counts[0]
+    core_index = {}
+    for position, socket in enumerate(sockets):
+        for offset, cpus in enumerate(sorted(per_socket[socket], key=min)):
+            for cpu in cpus:
+                core_index[cpu] = position * cores_per_socket + offset
+    return {
+        "cpus": len(rows),
+        "boards": 1,
+        "sockets_per_board": len(sockets),
+        "cores_per_socket": cores_per_socket,
+        "threads_per_core": threads[0],
+        "core_index": core_index,
+    }
+
+
+def gpu_cores(cpus, topology, label="GPU"):
+    """Slurm core indices of the CPUs in a GPU's affinity."""
+    unknown = sorted(cpu for cpu in cpus if cpu not in topology["core_index"])
+    if unknown:
+        raise SlurmSpecError(
+            f"{label} has CPU affinity {number_list(cpus)} but lscpu shows no CPU {number_list(unknown)}; the "
+            "facts come from different hosts or CPUs are offline. Re-gather the facts on this host."
+        )
+    return sorted({topology["core_index"][cpu] for cpu in cpus})
+
+
+def link_count(cell):
+    """Links= weight of one ``topo -m`` cell: NV<n> is n links, X the device itself (-1), else 0."""
+    cell = (cell or "").strip().upper()
+    if cell == "X":
+        return -1
+    if cell.startswith("NV") and cell[2:].isdigit():
+        return int(cell[2:])
+    return 0
+
+
+def _bus_key(gpu):
+    return str(gpu.get("pci_bus_id") or "").lower()
+
+
+def gres_devices(nvidia_gpu, topology, gres_type):
+    """One gres.conf record per GPU, in PCI bus order (Slurm's device numbering).
+
+    ``cores`` is omitted when the affinity is unknown or spans every core (gres.conf(5): then
+    Cores= only slows the scheduler); ``links`` is given only where some GPUs share NVLinks.
+    """
+    gpus = sorted(nvidia_gpu.get("gpus") or [], key=_bus_key)
+    links = (nvidia_gpu.get("topology") or {}).get("links") or {}
+    all_cores = set(range(topology["sockets_per_board"] * topology["cores_per_socket"]))
+    labels = [f"GPU{gpu['index']}" for gpu in gpus]
+    any_nvlink = any(link_count((links.get(a) or {}).get(b)) > 0 for a in labels for b in labels if a != b)
+    devices = []
+    for gpu, label in zip(gpus, labels):
+        if gpu.get("mig_mode") == "enabled":
+            raise SlurmSpecError(
+                f"{label} ({gpu.get('pci_bus_id')}) is in MIG mode; its instances are not /dev/nvidia<minor> "
+                "devices. Set slurm_gres_autodetect: nvml for MIG nodes."
+            )
+        if gpu.get("minor_number") is None:
+            raise SlurmSpecError(
+                f"{label} ({gpu.get('pci_bus_id')}) has no minor number in the facts: the driver is not "
+                "loaded. Install the driver first, or set slurm_gres_autodetect: nvml."
+            )
+        device = {"file": f"/dev/nvidia{gpu['minor_number']}", "type": gres_type}
+        affinity = gpu.get("cpu_affinity") or []
+        cores = gpu_cores(affinity, topology, label) if affinity else []
+        if cores and set(cores) != all_cores:
+            device["cores"] = number_list(cores)
+        if any_nvlink:
+            row = links.get(label) or {}
+            device["links"] = ",".join(
+                "-1" if other == label else str(max(link_count(row.get(other)), 0)) for other in labels
+            )
+        devices.append(device)
+    return devices
+
+
+def real_memory(memtotal_mib, reserve_percent, reserve_min_mib):
+    """RealMemory: the node's memory less what the OS, the daemons and the page cache keep."""
+    memtotal_mib = int(memtotal_mib)
+    reserve = max(int(memtotal_mib * float(reserve_percent) / 100), int(reserve_min_mib))
+    if reserve >= memtotal_mib:
+        raise SlurmSpecError(
+            f"the memory headroom ({reserve} MiB) is not below the node's memory ({memtotal_mib} MiB); "
+            "lower slurm_memory_reserve_percent or slurm_memory_reserve_min_mib."
+        )
+    return memtotal_mib - reserve
+
+
+def node_spec(lscpu_text, nvidia_gpu, memtotal_mib, *, reserve_percent=5, reserve_min_mib=1024, gres_type=None):
+    """Everything slurm.conf and gres.conf say about one node."""
+    topology = cpu_topology(parse_lscpu(lscpu_text))
+    nvidia_gpu = nvidia_gpu or {}
+    spec = {
+        "cpus": topology["cpus"],
+        "boards": topology["boards"],
+        "sockets_per_board": topology["sockets_per_board"],
+        "cores_per_socket": topology["cores_per_socket"],
+        "threads_per_core": topology["threads_per_core"],
+        "real_memory": real_memory(memtotal_mib, reserve_percent, reserve_min_mib),
+        "gres": "",
+        "gres_devices": [],
+    }
+    count = int(nvidia_gpu.get("count") or 0)
+    if nvidia_gpu.get("present") and count:
+        gres_type = gres_type or nvidia_gpu.get("slug")
+        if not gres_type or not str(gres_type).replace("_", "").replace("-", "").isalnum():
+            raise SlurmSpecError(
+                f"the GPU type {gres_type!r} cannot be a gres type; set slurm_gres_type (letters, digits, - and _)."
+            )
+        spec["gres"] = f"gpu:{gres_type}:{count}"
+        spec["gres_devices"] = gres_devices(nvidia_gpu, topology, gres_type)
+    return spec
+
+
+def group_nodes(specs):
+    """Hosts with equal descriptions on one line: [{"nodes": "gpu[01-08]", "spec": {...}}, ...]."""
+    groups = []
+    for host in sorted(specs):
+        for group in groups:
+            if group["spec"] == specs[host]:
+                group["hosts"].append(host)
+                break
+        else:
+            groups.append({"hosts": [host], "spec": specs[host]})
+    return sorted(
+        ({"nodes": hostlist_compress(group["hosts"]), "spec": group["spec"]} for group in groups),
+        key=lambda group: group["nodes"],
+    )
