@@ -139,3 +139,20 @@ def test_health_check_passes_on_gpu_nodes(host):
     if name(host) not in NODES:
         pytest.skip("GPU nodes")
     assert host.run("/usr/local/sbin/gpuops-slurm-healthcheck").rc == 0
+
+
+def test_rolling_upgrade_left_every_node_on_r580_and_in_service(host):
+    """After the side effect's rollouts (see side_effect.yml): R580 everywhere, nodes resumed."""
+    if name(host) in NODES:
+        versions = set(host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader").split())
+        assert versions == {"580.95.05"}
+        held = set(host.check_output("apt-mark showhold").split())
+        assert not any("570" in package for package in held)
+        if name(host) == "slurm-h100":
+            assert host.package("nvidia-fabricmanager-580").version.startswith("580.95.05")
+        return
+    rows = [line.split("|") for line in host.check_output("sinfo -N -h -p gpu -o '%N|%T|%E'").splitlines()]
+    assert {(node, state, reason) for node, state, reason in rows} == {
+        ("slurm-h100", "idle", "none"),
+        ("slurm-l40s", "idle", "none"),
+    }
