@@ -58,7 +58,7 @@ def test_munge_credential_from_the_controller_decodes_on_each_gpu_node(host):
     controller(host)
     for node in NODES:
         credential = host.check_output("munge -n")
-        out = host.check_output(f"echo '{credential}' | srun --nodelist={node} --ntasks=1 unmunge")
+        out = host.check_output(f"echo '{credential}' | srun --immediate=60 --nodelist={node} --ntasks=1 unmunge")
         assert "STATUS:          Success (0)" in out
 
 
@@ -123,13 +123,15 @@ def test_nodes_are_idle_with_their_gres(host):
 
 def test_job_runs_on_both_nodes(host):
     controller(host)
-    out = host.check_output("srun --nodes=2 --ntasks-per-node=1 hostname")
+    out = host.check_output("srun --immediate=60 --nodes=2 --ntasks-per-node=1 hostname")
     assert sorted(out.split()) == sorted(NODES)
 
 
 def test_two_h100_gpus_reach_the_job(host):
     controller(host)
-    out = host.check_output("srun --partition=h100 --gres=gpu:h100:2 printenv CUDA_VISIBLE_DEVICES SLURMD_NODENAME")
+    out = host.check_output(
+        "srun --immediate=60 --partition=h100 --gres=gpu:h100:2 printenv CUDA_VISIBLE_DEVICES SLURMD_NODENAME"
+    )
     visible, node = out.split()
     assert node == "slurm-h100"
     assert len(visible.split(",")) == 2
