@@ -44,7 +44,7 @@ def profile_inputs(name):
 
 def timed(func, repeat):
     samples = []
-    for _ in range(repeat):
+    for _round in range(repeat):
         start = time.perf_counter()
         result = func()
         samples.append(time.perf_counter() - start)
