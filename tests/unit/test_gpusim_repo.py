@@ -66,8 +66,21 @@ def test_every_exact_dependency_is_in_the_repository(repo):
         for entry in stanzas(www / name):
             for dep in filter(None, entry.get("Depends", "").split(", ")):
                 m = re.fullmatch(r"(\S+) \(= (\S+)\)", dep)
-                assert m, dep
-                assert (m.group(1), m.group(2)) in available, f"{entry['Package']} needs {dep}"
+                if m:
+                    assert (m.group(1), m.group(2)) in available, f"{entry['Package']} needs {dep}"
+                else:
+                    # Only Debian's own packages are taken unpinned (the slurm-smd stand-ins' daemons).
+                    assert re.fullmatch(r"(\S+)( \(>= \S+\))?", dep).group(1) in builder.DEBIAN_DEPENDENCIES, dep
+
+
+def test_slurm_smd_stand_ins_carry_schedmd_names_and_wrap_debians_daemons(repo):
+    www, builder = repo
+    entries = stanzas(www / builder.SLURM_SMD_REPO)
+    names = {e["Package"] for e in entries}
+    assert names == {"slurm-smd", "slurm-smd-client", "slurm-smd-slurmctld", "slurm-smd-slurmd", "slurm-smd-slurmdbd"}
+    assert sorted({e["Version"] for e in entries}) == builder.SLURM_SMD
+    slurmd = next(e for e in entries if e["Package"] == "slurm-smd-slurmd" and e["Version"] == "22.05.8-1")
+    assert slurmd["Depends"] == "slurm-smd (= 22.05.8-1), slurmd (>= 22.05.8)"
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,47 @@ def test_malformed_versions_are_named_with_the_form_to_use(tmp_path):
     assert "nvidia_driver_branch: 'R570' is not a driver branch. Fix: write the branch number only" in out
     assert "cuda_versions: '12' is not a CUDA version MAJOR.MINOR" in out
     assert "cuda_versions: '8' is not a CUDA version MAJOR.MINOR" in out
+
+
+# Variables that hold a secret, and the tasks' keys that never show a value.
+SECRETS = re.compile(
+    r"\b(slurm_munge_key|__slurm_munge_key|__slurm_munge_current|slurm_dbd_storage_pass|__slurm_dbd_pass"
+    r"|__slurm_dbd_conf_current)\b"
+)
+NOT_SHOWN = {"name", "when", "that", "no_log", "register", "notify", "tags", "loop_control"}
+
+
+def tasks_of(node):
+    for task in node or []:
+        for key in ("block", "rescue", "always"):
+            yield from tasks_of(task.get(key))
+        if not {"block", "rescue", "always"} & task.keys():
+            yield task
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_task_that_handles_a_secret_has_no_log(role):
+    base = ROOT / "roles" / role
+    for path in sorted((base / "tasks").glob("*.yml")):
+        for task in tasks_of(yaml.safe_load(path.read_text())):
+            args = {k: v for k, v in task.items() if k not in NOT_SHOWN}
+            if "ansible.builtin.assert" in args:  # assert shows its fail_msg, never the values in "that"
+                args["ansible.builtin.assert"] = args["ansible.builtin.assert"].get("fail_msg", "")
+            shown = yaml.safe_dump(args, width=1000)
+            module = next((v for k, v in task.items() if k.endswith(".template")), None)
+            if module:
+                items = task["loop"] if isinstance(task.get("loop"), list) else [None]
+                for item in items:
+                    src = module["src"].replace("{{ item }}", str(item))
+                    shown += (base / "templates" / src).read_text()
+            expressions = re.findall(r"\{\{.*?\}\}|\{%.*?%\}", shown, re.S)
+            if any(SECRETS.search(e) for e in expressions):
+                assert task.get("no_log") is True, f"{path.name}: {task['name']}"
+
+
+def test_slurmdbd_conf_is_readable_by_slurm_only():
+    tasks = yaml.safe_load((ROOT / "roles/slurm/tasks/dbd.yml").read_text())
+    conf = next(t for t in tasks if t.get("ansible.builtin.template", {}).get("src") == "slurmdbd.conf.j2")
+    assert conf["ansible.builtin.template"]["mode"] == "0600"
+    assert conf["ansible.builtin.template"]["owner"] == "slurm"
+    assert conf["no_log"] is True

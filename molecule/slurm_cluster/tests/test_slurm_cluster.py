@@ -1,7 +1,8 @@
 # Copyright: (c) 2026, gpuops.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A real Slurm cluster: slurm.conf and gres.conf derived from the profiles' hardware, both GPU
-nodes idle with their Gres, jobs across nodes, GPUs handed to jobs, and one munge key everywhere."""
+nodes idle with their Gres, jobs across nodes, GPUs handed to jobs, one munge key everywhere,
+jobs accounted in slurmdbd's MariaDB with their GPUs, and one node on SchedMD-style packages."""
 
 from __future__ import annotations
 
@@ -76,6 +77,10 @@ def test_slurm_conf_node_lines_from_the_profiles(host):
     memory = int(next(f for f in h100 if f.startswith("RealMemory=")).split("=")[1])
     assert 0 < memory < int(host.check_output("free -m | awk '/^Mem:/ {print $2}'"))
     assert "GresTypes=gpu" in conf
+    assert "AccountingStorageType=accounting_storage/slurmdbd" in conf
+    assert "AccountingStorageHost=slurm-ctl" in conf
+    # Every GPU type of the cluster is its own TRES.
+    assert "AccountingStorageTRES=gres/gpu,gres/gpu:h100,gres/gpu:l40s" in conf
     assert "SlurmctldParameters=enable_configless" in conf
     partitions = [line for line in conf if line.startswith("PartitionName=")]
     assert partitions[0].startswith("PartitionName=gpu Nodes=slurm-[h100,l40s] Default=YES") or partitions[
@@ -158,3 +163,75 @@ def test_rolling_upgrade_left_every_node_on_r580_and_in_service(host):
         ("slurm-h100", "idle", "none"),
         ("slurm-l40s", "idle", "none"),
     }
+
+
+def test_slurmdbd_and_its_database(host):
+    controller(host)
+    assert host.service("mariadb").is_running
+    assert host.service("slurmdbd").is_running
+    conf = host.file("/etc/slurm/slurmdbd.conf")
+    assert (conf.user, conf.group, conf.mode) == ("slurm", "slurm", 0o600)
+    settings = dict(line.split("=", 1) for line in config_lines(conf.content_string))
+    assert settings["StorageLoc"] == "slurm_acct_db"
+    # Generated on the first run (no vaulted password in this scenario), kept across runs.
+    assert len(settings["StoragePass"]) == 32
+    assert settings["StoragePass"].isalnum()
+    # The password in slurmdbd.conf is the one MariaDB checks: log in with it.
+    login = host.run(
+        "mysql --protocol=socket -u %s -p%s -N -e 'SELECT COUNT(*) FROM information_schema.tables "
+        'WHERE table_schema = "slurm_acct_db"\'',
+        settings["StorageUser"],
+        settings["StoragePass"],
+    )
+    assert login.rc == 0, login.stderr
+    assert int(login.stdout) > 10  # slurmdbd created its tables
+    variables = dict(
+        line.split("\t")
+        for line in host.check_output(
+            'mysql -N -e "SHOW VARIABLES WHERE Variable_name IN '
+            "('innodb_buffer_pool_size', 'innodb_lock_wait_timeout')\""
+        ).splitlines()
+    )
+    assert variables == {"innodb_buffer_pool_size": str(512 * 1024 * 1024), "innodb_lock_wait_timeout": "900"}
+    # slurmdbd found nothing to complain about in MariaDB's settings since the role tuned them.
+    assert "not recommended" not in host.file("/var/log/slurm/slurmdbd.log").content_string
+
+
+def test_cluster_and_gpu_tres_registered(host):
+    controller(host)
+    clusters = host.check_output("sacctmgr -n -P list cluster format=Cluster,ControlPort").splitlines()
+    assert "gpusim|6817" in clusters
+    tres = {tuple(line.split("|")[:2]) for line in host.check_output("sacctmgr -n -P list tres").splitlines()}
+    assert {("gres", "gpu"), ("gres", "gpu:h100"), ("gres", "gpu:l40s")} <= tres
+
+
+def test_gpu_job_is_accounted_with_its_gpus(host):
+    controller(host)
+    job = host.check_output(
+        "sbatch --parsable --wait --partition=h100 --gres=gpu:h100:2 --job-name=gpuops-acct --output=/dev/null "
+        "--wrap 'printenv CUDA_VISIBLE_DEVICES'"
+    ).strip()
+    deadline = time.monotonic() + 60
+    while True:
+        row = host.check_output(f"sacct -X -n -P -j {job} --format=JobName,State,NodeList,AllocTRES").strip()
+        if row.startswith("gpuops-acct|COMPLETED") or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    job_name, state, node, alloc = row.split("|")
+    assert (job_name, state, node) == ("gpuops-acct", "COMPLETED", "slurm-h100")
+    assert {"gres/gpu=2", "gres/gpu:h100=2"} <= set(alloc.split(","))
+
+
+def test_schedmd_packages_pinned_and_held(host):
+    if name(host) != "slurm-l40s":
+        pytest.skip("the node on slurm_package_source: schedmd")
+    sources = host.file("/etc/apt/sources.list.d/gpuops-slurm-smd.sources").content_string
+    assert "Signed-By: /etc/apt/keyrings/gpuops-slurm-smd.gpg" in sources
+    # 22.05.8-2 is in the mirror too: the pin, not "the newest", chose the version.
+    for package in ("slurm-smd", "slurm-smd-client", "slurm-smd-slurmd"):
+        assert host.package(package).version == "22.05.8-1"
+    assert {"slurm-smd", "slurm-smd-client", "slurm-smd-slurmd"} <= set(host.check_output("apt-mark showhold").split())
+    assert not host.package("slurm-smd-slurmctld").is_installed
+    slurm = host.user("slurm")
+    assert (slurm.uid, slurm.gid, slurm.shell) == (64030, 64030, "/usr/sbin/nologin")
+    assert host.service("slurmd").is_running

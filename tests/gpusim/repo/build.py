@@ -10,6 +10,8 @@ point at a site mirror:
                                                cuDNN, NCCL, DCGM)
     libnvidia-container/stable/deb/amd64/      the container toolkit repository
     doca/2.9.1/debian12/x86_64/                the DOCA-Host repository (doca-ofed)
+    slurm-smd/debian12/                        SchedMD-built Slurm (slurm-smd-*) as a site would
+                                               mirror its own debuild output
     hpcx/v2.21/hpcx-v2.21-...-x86_64.tbz       an HPC-X archive (SHARP, its NCCL plugin, UCX)
     dcgm-exporter/v4.5.2/dcgm-exporter         dcgm-exporter as a bare binary (and .sha256)
     keys/gpusim-archive-keyring.gpg            the signing key (binary keyring for signed-by)
@@ -44,10 +46,12 @@ MAINTAINER = "gpuops.cluster gpusim <gpusim@gpuops.invalid>"
 CUDA_REPO = "compute/cuda/repos/debian12/x86_64"
 TOOLKIT_REPO = "libnvidia-container/stable/deb/amd64"
 DOCA_REPO = "doca/2.9.1/debian12/x86_64"
+SLURM_SMD_REPO = "slurm-smd/debian12"
 REPOS = {
     CUDA_REPO: ("NVIDIA", "NVIDIA CUDA (gpusim stand-in)"),
     TOOLKIT_REPO: ("NVIDIA", "libnvidia-container (gpusim stand-in)"),
     DOCA_REPO: ("NVIDIA", "DOCA-Host (gpusim stand-in)"),
+    SLURM_SMD_REPO: ("gpuops", "SchedMD-built Slurm, a site's mirror (gpusim stand-in)"),
 }
 
 # Driver versions: two per branch. CUDA version is what each driver reports (the highest CUDA
@@ -77,6 +81,20 @@ HPCX = "2.21"
 HPCX_NAME = f"hpcx-v{HPCX}-gcc-doca_ofed-debian12-cuda12-x86_64"
 HPCX_PATH = f"hpcx/v{HPCX}/{HPCX_NAME}.tbz"
 NVLSM = "2025.06.5-1"
+# SchedMD-built packages (source package slurm-smd; names from packages.microsoft.com's
+# slurm-ubuntu-* mirrors). The stand-ins carry no Slurm of their own: each depends on the Debian
+# 12 package with the same daemon, 22.05.8, so a node runs the real daemons either way. Two
+# revisions, so that a pinned install is told apart from "the newest".
+SLURM_SMD = ["22.05.8-1", "22.05.8-2"]
+SLURM_SMD_DEBIAN = "22.05.8"
+# The only packages the stand-ins take from Debian itself (not pinned exactly).
+DEBIAN_DEPENDENCIES = {"munge", "slurm-wlm-basic-plugins", "slurm-client", "slurmctld", "slurmd", "slurmdbd"}
+SLURM_SMD_PARTS = {
+    "slurm-smd-client": ("slurm-client", "Slurm client commands"),
+    "slurm-smd-slurmctld": ("slurmctld", "Slurm controller daemon"),
+    "slurm-smd-slurmd": ("slurmd", "Slurm compute node daemon"),
+    "slurm-smd-slurmdbd": ("slurmdbd", "Slurm database daemon"),
+}
 
 
 @dataclass
@@ -511,6 +529,31 @@ esac
 """
 
 
+def slurm_smd_packages() -> list[Package]:
+    pkgs = []
+    for ver in SLURM_SMD:
+        base = Package(
+            "slurm-smd",
+            ver,
+            SLURM_SMD_REPO,
+            "Slurm base (plugins, libslurm)",
+            depends=[f"slurm-wlm-basic-plugins (>= {SLURM_SMD_DEBIAN})", "munge"],
+        )
+        base.files["/usr/share/doc/slurm-smd/VERSION"] = (f"{ver}\n", 0o644)
+        pkgs.append(base)
+        for name, (daemon, desc) in SLURM_SMD_PARTS.items():
+            pkgs.append(
+                Package(
+                    name,
+                    ver,
+                    SLURM_SMD_REPO,
+                    desc,
+                    depends=[f"slurm-smd (= {ver})", f"{daemon} (>= {SLURM_SMD_DEBIAN})"],
+                )
+            )
+    return pkgs
+
+
 def doca_packages() -> list[Package]:
     user = Package("doca-ofed-userspace", DOCA, DOCA_REPO, "DOCA-OFED user space")
     user.files["/usr/share/doc/doca-ofed/VERSION"] = (f"{DOCA}\n", 0o644)
@@ -718,7 +761,7 @@ def build(out: Path, cache: Path) -> None:
     ensure_key(wronghome, "gpuops gpusim wrong key <wrong@gpuops.invalid>")
     tmp = Path(tempfile.mkdtemp(prefix="www.", dir=out.parent))
     try:
-        pkgs = driver_packages() + cuda_packages() + toolkit_packages() + doca_packages()
+        pkgs = driver_packages() + cuda_packages() + toolkit_packages() + doca_packages() + slurm_smd_packages()
         for repo in REPOS:
             write_repo(tmp, repo, [p for p in pkgs if p.repo == repo], keyhome)
         keys = tmp / "keys"
