@@ -1,0 +1,139 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The shipped inventories: hk's pinned stack passes stack_check on its hardware, every variable
+they set is one a role or site.yml reads, its secrets come from the vault, and its groups are the
+ones site.yml runs on."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts
+from ansible_collections.gpuops.cluster.plugins.module_utils.pci import classify, parse_lspci
+from ansible_collections.gpuops.cluster.plugins.module_utils.stack import check_stack, errors, format_problems
+from conftest import GPUSIM, ROOT
+
+HK = ROOT / "inventories" / "hk"
+STACK = (
+    "nvidia_driver_branch",
+    "nvidia_driver_version",
+    "nvidia_driver_kernel_module",
+    "nvidia_driver_fabricmanager_version",
+    "cuda_versions",
+    "cuda_default_version",
+    "cuda_forward_compat",
+    "cuda_minor_version_compat",
+    "cudnn_version",
+    "cudnn_cuda_major",
+    "nccl_version",
+    "ofed_flavour",
+    "ofed_gpudirect",
+    "dcgm_major",
+    "dcgm_cuda_major",
+)
+
+
+def group_vars(inventory: Path) -> dict:
+    values = {}
+    for path in sorted((inventory / "group_vars").rglob("*.yml")):
+        values.update(yaml.safe_load(path.read_text()) or {})
+    return values
+
+
+def role_defaults() -> dict:
+    values = {}
+    for path in sorted((ROOT / "roles").glob("*/defaults/main.yml")):
+        values.update(yaml.safe_load(path.read_text()) or {})
+    return values
+
+
+def public_variables() -> set:
+    names = set()
+    for path in (ROOT / "roles").glob("*/meta/argument_specs.yml"):
+        names |= set(yaml.safe_load(path.read_text())["argument_specs"]["main"]["options"])
+    return names
+
+
+def test_hk_stack_passes_stack_check_on_a_dgx_h100():
+    declared = dict(role_defaults(), **group_vars(HK))
+    stack = {name: declared.get(name) for name in STACK}
+    stack.update(kernel="6.1.0-28-amd64", distribution="Debian", distribution_major_version="12")
+    stack["cpu_architecture"] = "x86_64"
+    hardware = build_gpu_facts(classify(parse_lspci((GPUSIM / "profiles/dgx-h100/lspci-Dnn.txt").read_text())))
+    assert hardware["count"] == 8
+    assert hardware["nvswitch_count"] == 4
+    problems, resolved = check_stack(stack, hardware, today="2026-11-21")
+    assert not errors(problems), format_problems(problems)
+    # Exact pins, not "the branch's newest": every node of hk gets the same packages.
+    assert resolved["driver"]["version"] == "580.95.05"
+    assert resolved["fabricmanager"] == {"required": True, "version": "580.95.05", "nvswitch_count": 4}
+
+
+def test_hk_sets_only_variables_that_something_reads():
+    known = public_variables()
+    unknown = [name for name in group_vars(HK) if name not in known and not name.startswith("site_")]
+    assert not unknown, f"not a role variable (typo?): {unknown}"
+
+
+def test_hk_keeps_its_secrets_in_the_vault():
+    secrets = yaml.safe_load((HK / "group_vars/all/secrets.yml").read_text())
+    assert set(secrets) == {"slurm_munge_key", "slurm_dbd_storage_pass"}
+    for name, value in secrets.items():
+        assert value == "{{ vault_" + name + " | default('') }}", name
+    # No file of the inventory carries anything shaped like a key or a password.
+    for path in HK.rglob("*"):
+        if path.is_file():
+            assert not re.search(r"[A-Za-z0-9+/]{40,}", path.read_text()), path
+    assert not (HK / "group_vars/all/vault.yml").exists() or (HK / "group_vars/all/vault.yml").read_text().startswith(
+        "$ANSIBLE_VAULT;"
+    )
+
+
+def test_vault_example_placeholders_are_refused_by_the_slurm_role():
+    example = yaml.safe_load((HK / "group_vars/all/vault.yml.example").read_text())
+    main = (ROOT / "roles/slurm/tasks/main.yml").read_text()
+    munge = re.search(r"slurm_munge_key is match\('([^']+)'\)", main).group(1)
+    password = re.search(r"slurm_dbd_storage_pass is match\('([^']+)'\)", main).group(1)
+    assert not re.match(munge, example["vault_slurm_munge_key"])
+    assert not re.match(password, example["vault_slurm_dbd_storage_pass"])
+
+
+@pytest.mark.parametrize("inventory", ["hk"])
+def test_inventory_groups_are_the_ones_site_yml_runs_on(inventory):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+    listing = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-inventory")),
+            "-i",
+            str(ROOT / "inventories" / inventory),
+            "--list",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=ROOT,
+    )
+    data = json.loads(listing.stdout)
+
+    def hosts(group):
+        found = set(data.get(group, {}).get("hosts", []))
+        for child in data.get(group, {}).get("children", []):
+            found |= hosts(child)
+        return found
+
+    gpu = {f"hk-gpu{i:02d}" for i in range(1, 9)}
+    assert hosts("gpu_nodes") == gpu
+    assert hosts("slurm_compute") == gpu
+    for group in ("slurm_controller", "slurm_dbd", "slurm_login", "sharp_am", "prometheus"):
+        assert hosts(group) == {"hk-mgmt01"}, group
+    site = (ROOT / "playbooks/site.yml").read_text()
+    for group in ("gpu_nodes", "sharp_am", "slurm_controller", "slurm_compute", "slurm_login", "slurm_dbd"):
+        assert group in site
