@@ -21,6 +21,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.stack import check_
 from conftest import GPUSIM, ROOT
 
 HK = ROOT / "inventories" / "hk"
+DEMO = ROOT / "inventories" / "demo"
 STACK = (
     "nvidia_driver_branch",
     "nvidia_driver_version",
@@ -61,12 +62,33 @@ def public_variables() -> set:
     return names
 
 
-def test_hk_stack_passes_stack_check_on_a_dgx_h100():
-    declared = dict(role_defaults(), **group_vars(HK))
+def declared_stack(inventory: Path) -> dict:
+    declared = dict(role_defaults(), **group_vars(inventory))
     stack = {name: declared.get(name) for name in STACK}
     stack.update(kernel="6.1.0-28-amd64", distribution="Debian", distribution_major_version="12")
     stack["cpu_architecture"] = "x86_64"
-    hardware = build_gpu_facts(classify(parse_lspci((GPUSIM / "profiles/dgx-h100/lspci-Dnn.txt").read_text())))
+    return stack
+
+
+def profile(name: str) -> dict:
+    return build_gpu_facts(classify(parse_lspci((GPUSIM / "profiles" / name / "lspci-Dnn.txt").read_text())))
+
+
+@pytest.mark.parametrize("name", ["dgx-h100", "pcie-l40s"])
+def test_demo_stack_passes_stack_check_on_its_profiles(name):
+    problems, resolved = check_stack(declared_stack(DEMO), profile(name), today="2026-11-21")
+    assert not errors(problems), format_problems(problems)
+    assert resolved["driver"]["version"] == "580.95.05"
+
+
+def test_demo_sets_only_variables_that_something_reads():
+    known = public_variables()
+    assert [name for name in group_vars(DEMO) if name not in known] == []
+
+
+def test_hk_stack_passes_stack_check_on_a_dgx_h100():
+    stack = declared_stack(HK)
+    hardware = profile("dgx-h100")
     assert hardware["count"] == 8
     assert hardware["nvswitch_count"] == 4
     problems, resolved = check_stack(stack, hardware, today="2026-11-21")

@@ -7,9 +7,13 @@ jobs accounted in slurmdbd's MariaDB with their GPUs, and one node on SchedMD-st
 from __future__ import annotations
 
 import hashlib
-import time
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "resources" / "testlib"))
+from slurm_checks import accounted_gpu_job, assert_idle_with_gres
 
 CONTROLLER = "slurm-ctl"
 NODES = {"slurm-h100": "gpu:h100:8", "slurm-l40s": "gpu:l40s:4"}
@@ -114,16 +118,7 @@ def test_configless_node_has_no_local_copy(host):
 
 def test_nodes_are_idle_with_their_gres(host):
     controller(host)
-    deadline = time.monotonic() + 60
-    while True:
-        rows = dict(line.split(None, 1) for line in host.check_output("sinfo -N -h -p gpu -o '%N %T %G'").splitlines())
-        if all(rows.get(node, "").startswith("idle") for node in NODES) or time.monotonic() > deadline:
-            break
-        time.sleep(2)
-    for node, gres in NODES.items():
-        state, reported = rows[node].split()
-        assert state == "idle"
-        assert reported.startswith(gres)
+    assert_idle_with_gres(host, NODES, partition="gpu")
 
 
 def test_job_runs_on_both_nodes(host):
@@ -207,19 +202,9 @@ def test_cluster_and_gpu_tres_registered(host):
 
 def test_gpu_job_is_accounted_with_its_gpus(host):
     controller(host)
-    job = host.check_output(
-        "sbatch --parsable --wait --partition=h100 --gres=gpu:h100:2 --job-name=gpuops-acct --output=/dev/null "
-        "--wrap 'printenv CUDA_VISIBLE_DEVICES'"
-    ).strip()
-    deadline = time.monotonic() + 60
-    while True:
-        row = host.check_output(f"sacct -X -n -P -j {job} --format=JobName,State,NodeList,AllocTRES").strip()
-        if row.startswith("gpuops-acct|COMPLETED") or time.monotonic() > deadline:
-            break
-        time.sleep(2)
-    job_name, state, node, alloc = row.split("|")
-    assert (job_name, state, node) == ("gpuops-acct", "COMPLETED", "slurm-h100")
-    assert {"gres/gpu=2", "gres/gpu:h100=2"} <= set(alloc.split(","))
+    record = accounted_gpu_job(host, "gpu:h100:2", "--partition=h100 --job-name=gpuops-acct")
+    assert (record["JobName"], record["State"], record["NodeList"]) == ("gpuops-acct", "COMPLETED", "slurm-h100")
+    assert {"gres/gpu=2", "gres/gpu:h100=2"} <= record["AllocTRES"]
 
 
 def test_schedmd_packages_pinned_and_held(host):
