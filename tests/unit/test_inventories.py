@@ -18,27 +18,11 @@ import yaml
 from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts
 from ansible_collections.gpuops.cluster.plugins.module_utils.pci import classify, parse_lspci
 from ansible_collections.gpuops.cluster.plugins.module_utils.stack import check_stack, errors, format_problems
+from ansible_collections.gpuops.cluster.plugins.modules.stack_check import STACK_OPTIONS
 from conftest import GPUSIM, ROOT
 
 HK = ROOT / "inventories" / "hk"
 DEMO = ROOT / "inventories" / "demo"
-STACK = (
-    "nvidia_driver_branch",
-    "nvidia_driver_version",
-    "nvidia_driver_kernel_module",
-    "nvidia_driver_fabricmanager_version",
-    "cuda_versions",
-    "cuda_default_version",
-    "cuda_forward_compat",
-    "cuda_minor_version_compat",
-    "cudnn_version",
-    "cudnn_cuda_major",
-    "nccl_version",
-    "ofed_flavour",
-    "ofed_gpudirect",
-    "dcgm_major",
-    "dcgm_cuda_major",
-)
 
 
 def group_vars(inventory: Path) -> dict:
@@ -64,9 +48,10 @@ def public_variables() -> set:
 
 def declared_stack(inventory: Path) -> dict:
     declared = dict(role_defaults(), **group_vars(inventory))
-    stack = {name: declared.get(name) for name in STACK}
-    stack.update(kernel="6.1.0-28-amd64", distribution="Debian", distribution_major_version="12")
-    stack["cpu_architecture"] = "x86_64"
+    stack = {name: declared.get(name) for name in STACK_OPTIONS}
+    stack.update(
+        kernel="6.1.0-28-amd64", distribution="Debian", distribution_major_version="12", cpu_architecture="x86_64"
+    )
     return stack
 
 
@@ -122,7 +107,8 @@ def test_vault_example_placeholders_are_refused_by_the_slurm_role():
     example = yaml.safe_load((HK / "group_vars/all/vault.yml.example").read_text())
     main = (ROOT / "roles/slurm/tasks/main.yml").read_text()
     munge = re.search(r"slurm_munge_key is match\('([^']+)'\)", main).group(1)
-    password = re.search(r"slurm_dbd_storage_pass is match\('([^']+)'\)", main).group(1)
+    password = yaml.safe_load((ROOT / "roles/slurm/vars/main.yml").read_text())["__slurm_dbd_pass_pattern"]
+    assert "slurm_dbd_storage_pass is match(__slurm_dbd_pass_pattern)" in main
     assert not re.match(munge, example["vault_slurm_munge_key"])
     assert not re.match(password, example["vault_slurm_dbd_storage_pass"])
 
