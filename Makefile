@@ -29,9 +29,11 @@ export MOLECULE_IMAGE
 SCENARIOS := $(if $(SCENARIO),$(SCENARIO),$(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 GPUSIM_SOURCES := $(wildcard tests/gpusim/repo/*.py)
 
-.PHONY: help test lint sanity unit molecule venv docker image gpusim-repo gpusim-profiles build clean
+.PHONY: help test lint sanity unit molecule demo demo-down venv docker image gpusim-repo gpusim-profiles build clean
 
 help:
+	@echo "make demo                    a simulated GPU cluster in Docker, set up by site.yml (again: re-apply)"
+	@echo "make demo-down               remove the demo cluster"
 	@echo "make test                    every tier: lint, sanity, unit, molecule"
 	@echo "make lint | sanity | unit    one tier"
 	@echo "make molecule [SCENARIO=x]   Molecule scenarios (all, or one)"
@@ -82,12 +84,23 @@ gpusim-profiles: venv
 	$(BIN)/python tests/gpusim/assemble.py
 
 molecule: venv docker $(IMAGE_TARGET) gpusim-repo
-	@for s in $(SCENARIOS); do \
+	@mkdir -p $(CACHE)/molecule; \
+	for s in $(SCENARIOS); do \
 	  echo "==> molecule test -s $$s"; \
 	  start=$$(date +%s); \
-	  molecule test -s $$s || exit 1; \
+	  log=$(CACHE)/molecule/$$s.log; \
+	  molecule test -s $$s 2>&1 | tee $$log || { tests/scripts/molecule-digest.sh $$log; exit 1; }; \
 	  echo "==> scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
 	done
+
+# The demo cluster: inventories/demo as containers, site.yml applied, a summary printed. The time
+# printed includes building what it needs (virtualenv, base image, stand-in repository).
+demo:
+	@start=$$(date +%s); $(MAKE) --no-print-directory venv docker $(IMAGE_TARGET) gpusim-repo; \
+	  tests/scripts/demo.sh up "$$start"
+
+demo-down: venv docker
+	tests/scripts/demo.sh down
 
 build: venv
 	rm -rf build && mkdir -p build

@@ -113,23 +113,23 @@ def test_vault_example_placeholders_are_refused_by_the_slurm_role():
     assert not re.match(password, example["vault_slurm_dbd_storage_pass"])
 
 
-@pytest.mark.parametrize("inventory", ["hk"])
-def test_inventory_groups_are_the_ones_site_yml_runs_on(inventory):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+def ansible_inventory(*sources: Path) -> dict:
+    """What ansible-inventory --list makes of the sources, with this checkout's ansible.cfg."""
+    sources_args = [arg for source in sources for arg in ("-i", str(source))]
     listing = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-inventory")),
-            "-i",
-            str(ROOT / "inventories" / inventory),
-            "--list",
-        ],
+        [str(Path(sys.executable).with_name("ansible-inventory")), *sources_args, "--list"],
         capture_output=True,
         text=True,
         check=True,
-        env=env,
+        env=dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg")),
         cwd=ROOT,
     )
-    data = json.loads(listing.stdout)
+    return json.loads(listing.stdout)
+
+
+@pytest.mark.parametrize("inventory", ["hk"])
+def test_inventory_groups_are_the_ones_site_yml_runs_on(inventory):
+    data = ansible_inventory(ROOT / "inventories" / inventory)
 
     def hosts(group):
         found = set(data.get(group, {}).get("hosts", []))
@@ -145,3 +145,20 @@ def test_inventory_groups_are_the_ones_site_yml_runs_on(inventory):
     site = (ROOT / "playbooks/site.yml").read_text()
     for group in ("gpu_nodes", "sharp_am", "slurm_controller", "slurm_compute", "slurm_login", "slurm_dbd"):
         assert group in site
+
+
+def test_make_demo_reaches_each_demo_host_in_the_container_up_yml_starts():
+    """tests/demo/connection.yml, laid over inventories/demo, must name the containers that
+    tests/demo/up.yml starts (<prefix>-<host>), over Docker, and leave the real inventory alone."""
+    hostvars = ansible_inventory(ROOT / "inventories/demo/hosts.yml", ROOT / "tests/demo/connection.yml")["_meta"][
+        "hostvars"
+    ]
+    up = yaml.safe_load((ROOT / "tests/demo/up.yml").read_text())
+    prefix = up[0]["vars"]["gpusim_container_prefix"]
+    assert set(hostvars) == {"demo-head", "demo-h100", "demo-l40s"}
+    for host, hv in hostvars.items():
+        assert hv["ansible_connection"] == "community.docker.docker"
+        # ansible-inventory shows the template; the container is <prefix>-<host>.
+        assert hv["ansible_host"].replace("{{ inventory_hostname }}", host) == f"{prefix}-{host}"
+    demo = "\n".join(p.read_text() for p in (ROOT / "inventories/demo").rglob("*.yml"))
+    assert "ansible_connection" not in demo

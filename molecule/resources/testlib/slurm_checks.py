@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 
-def assert_idle_with_gres(host, gres: dict, partition: str = "", timeout: float = 60) -> None:
+def assert_idle_with_gres(host, gres: dict, partition: str = "", timeout: float = 180) -> None:
     """Wait until every node of `gres` (name -> gpu:type:count) is idle, then check its Gres."""
     command = "sinfo -N -h -o '%N %T %G'" + (f" -p {partition}" if partition else "")
     deadline = time.monotonic() + timeout
@@ -22,7 +22,7 @@ def assert_idle_with_gres(host, gres: dict, partition: str = "", timeout: float 
         assert reported.startswith(expected), f"{node}: {reported}"
 
 
-def accounted_gpu_job(host, gres: str, options: str = "", timeout: float = 60) -> dict:
+def accounted_gpu_job(host, gres: str, options: str = "", timeout: float = 120) -> dict:
     """Run a batch job asking for `gres` to its end; return its sacct record once slurmdbd has it."""
     job = host.check_output(
         f"sbatch --parsable --wait {options} --gres={gres} --output=/dev/null --wrap 'printenv CUDA_VISIBLE_DEVICES'"
