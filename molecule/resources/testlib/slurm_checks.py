@@ -22,17 +22,23 @@ def assert_idle_with_gres(host, gres: dict, partition: str = "", timeout: float 
         assert reported.startswith(expected), f"{node}: {reported}"
 
 
-def accounted_gpu_job(host, gres: str, options: str = "", timeout: float = 120) -> dict:
-    """Run a batch job asking for `gres` to its end; return its sacct record once slurmdbd has it."""
+def accounted_gpu_job(host, gres: str, name: str, options: str = "", timeout: float = 120) -> dict:
+    """Run a batch job named `name` asking for `gres` to its end; return its sacct record once
+    slurmdbd has the whole of it.
+
+    On a loaded machine sacct has shown the job already COMPLETED on its node but named
+    "allocation", before the record with the job's own name; so the wait is for that name too.
+    """
     job = host.check_output(
-        f"sbatch --parsable --wait {options} --gres={gres} --output=/dev/null --wrap 'printenv CUDA_VISIBLE_DEVICES'"
+        f"sbatch --parsable --wait --job-name={name} {options} --gres={gres} --output=/dev/null"
+        " --wrap 'printenv CUDA_VISIBLE_DEVICES'"
     ).strip()
     fields = ("JobName", "State", "NodeList", "AllocTRES")
     deadline = time.monotonic() + timeout
     while True:
         row = host.check_output(f"sacct -X -n -P -j {job} --format={','.join(fields)}").strip()
         record = dict(zip(fields, row.split("|"), strict=True)) if row else {}
-        if record.get("State") == "COMPLETED" or time.monotonic() > deadline:
+        if (record.get("JobName"), record.get("State")) == (name, "COMPLETED") or time.monotonic() > deadline:
             break
         time.sleep(2)
     assert record, f"job {job} is not in sacct"

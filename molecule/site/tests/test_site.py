@@ -111,7 +111,7 @@ def test_jobs_run_across_nodes_and_are_accounted_with_their_gpus(host):
     head(host)
     out = host.check_output("srun --immediate=120 --nodes=2 --ntasks-per-node=1 hostname")
     assert sorted(out.split()) == sorted(GPUS)
-    record = accounted_gpu_job(host, "gpu:h100:2", "--job-name=site-gpu")
+    record = accounted_gpu_job(host, "gpu:h100:2", "site-gpu")
     assert (record["JobName"], record["State"], record["NodeList"]) == ("site-gpu", "COMPLETED", "demo-h100")
     assert "gres/gpu:h100=2" in record["AllocTRES"]
 

@@ -202,7 +202,7 @@ def test_cluster_and_gpu_tres_registered(host):
 
 def test_gpu_job_is_accounted_with_its_gpus(host):
     controller(host)
-    record = accounted_gpu_job(host, "gpu:h100:2", "--partition=h100 --job-name=gpuops-acct")
+    record = accounted_gpu_job(host, "gpu:h100:2", "gpuops-acct", "--partition=h100")
     assert (record["JobName"], record["State"], record["NodeList"]) == ("gpuops-acct", "COMPLETED", "slurm-h100")
     assert {"gres/gpu=2", "gres/gpu:h100=2"} <= record["AllocTRES"]
 
