@@ -149,12 +149,12 @@ def test_inventory_groups_are_the_ones_site_yml_runs_on(inventory):
 
 def test_make_demo_reaches_each_demo_host_in_the_container_up_yml_starts():
     """tests/demo/connection.yml, laid over inventories/demo, must name the containers that
-    tests/demo/up.yml starts (<prefix>-<host>), over Docker, and leave the real inventory alone."""
+    tests/demo/up.yml starts (<prefix>-<host>, cluster.yml), over Docker, and leave the real
+    inventory alone."""
     hostvars = ansible_inventory(ROOT / "inventories/demo/hosts.yml", ROOT / "tests/demo/connection.yml")["_meta"][
         "hostvars"
     ]
-    up = yaml.safe_load((ROOT / "tests/demo/up.yml").read_text())
-    prefix = up[0]["vars"]["gpusim_container_prefix"]
+    prefix = yaml.safe_load((ROOT / "tests/demo/cluster.yml").read_text())["gpusim_container_prefix"]
     assert set(hostvars) == {"demo-head", "demo-h100", "demo-l40s"}
     for host, hv in hostvars.items():
         assert hv["ansible_connection"] == "community.docker.docker"
