@@ -29,7 +29,11 @@ export MOLECULE_IMAGE
 SCENARIOS := $(if $(SCENARIO),$(SCENARIO),$(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 GPUSIM_SOURCES := $(wildcard tests/gpusim/repo/*.py)
 
-.PHONY: help test lint sanity unit molecule demo demo-down venv docker image gpusim-repo gpusim-profiles build clean
+# make test writes one row per step here (tests/scripts/test_times.py) and prints the table at the end.
+TIMES ?= $(CACHE)/test-times.tsv
+export TIMES
+
+.PHONY: help test lint sanity unit molecule demo demo-down bench venv docker image gpusim-repo gpusim-profiles build clean
 
 help:
 	@echo "make demo                    a simulated GPU cluster in Docker, set up by site.yml (again: re-apply)"
@@ -37,10 +41,23 @@ help:
 	@echo "make test                    every tier: lint, sanity, unit, molecule"
 	@echo "make lint | sanity | unit    one tier"
 	@echo "make molecule [SCENARIO=x]   Molecule scenarios (all, or one)"
+	@echo "make bench                   time a no-op site.yml run on the demo cluster (bench/run.py)"
 	@echo "make venv | docker | image | gpusim-repo | build | clean"
 
-test: lint sanity unit molecule
-	@echo "==> all tiers passed"
+# Every tier in order, each setup step, tier and scenario timed; the table is printed even when a
+# step fails, so a slow or failed run says where its time went.
+test:
+	@mkdir -p $(CACHE); rm -f $(TIMES); \
+	trap 'python3 tests/scripts/test_times.py report $(TIMES)' EXIT; \
+	for step in venv docker $(IMAGE_TARGET) gpusim-repo lint sanity unit; do \
+	  start=$$(date +%s); \
+	  $(MAKE) --no-print-directory $$step; \
+	  kind=$$(case $$step in lint|sanity|unit) echo tier;; *) echo setup;; esac); \
+	  log=$$([ $$step = unit ] && echo $(CACHE)/unit.log || true); \
+	  python3 tests/scripts/test_times.py record $(TIMES) $$kind $$step $$(( $$(date +%s) - start )) $$log; \
+	done; \
+	$(MAKE) --no-print-directory molecule; \
+	echo "==> all tiers passed"
 
 venv: $(VENV)/.stamp
 $(VENV)/.stamp: requirements.txt
@@ -67,7 +84,7 @@ sanity: venv
 
 unit: venv
 	@echo "==> pytest (unit)"
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest tests/unit | tee $(CACHE)/unit.log
 
 docker:
 	tests/scripts/ensure-docker.sh
@@ -91,6 +108,7 @@ molecule: venv docker $(IMAGE_TARGET) gpusim-repo
 	  log=$(CACHE)/molecule/$$s.log; \
 	  molecule test -s $$s 2>&1 | tee $$log || { tests/scripts/molecule-digest.sh $$log; exit 1; }; \
 	  echo "==> scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
+	  python3 tests/scripts/test_times.py record $(TIMES) scenario $$s $$(( $$(date +%s) - start )) $$log; \
 	done
 
 # The demo cluster: inventories/demo as containers, site.yml applied, a summary printed. The time
@@ -98,6 +116,11 @@ molecule: venv docker $(IMAGE_TARGET) gpusim-repo
 demo:
 	@start=$$(date +%s); $(MAKE) --no-print-directory venv docker $(IMAGE_TARGET) gpusim-repo; \
 	  tests/scripts/demo.sh up "$$start"
+
+# A benchmark, not a test: brings the demo cluster up first if it is not (make demo), then times
+# a no-op run of site.yml on it. BENCH_ARGS passes options (--runs 3, --top 20, --connection FILE).
+bench: venv docker $(IMAGE_TARGET) gpusim-repo
+	$(BIN)/python bench/run.py --up $(BENCH_ARGS)
 
 demo-down: venv docker
 	tests/scripts/demo.sh down

@@ -1,0 +1,129 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmark: a no-op run of playbooks/site.yml on the demo cluster (make bench).
+
+    make bench                     # builds what the demo needs first
+    python bench/run.py [--runs N] [--keep-json DIR] [--top N]
+
+The demo cluster must be up and converged (make demo); with --up this script runs make demo
+first. Each run applies site.yml to inventories/demo again and prints its wall time, then per
+host: tasks run (ok or changed, as in the PLAY RECAP), changed, skipped, and remote module calls
+(a task or loop item whose module runs on the host; set_fact, assert, debug and includes run
+none); then the time and tasks per role, and the slowest tasks. A benchmark, never a pass/fail
+test: a re-run that changes something is reported, not failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+INVENTORY = ["-i", "inventories/demo/hosts.yml"]
+CONNECTION = "tests/demo/connection.yml"
+TARGETS = {"wall_s": 120, "tasks_biggest_host": 130}
+
+
+def demo_up() -> bool:
+    rc = subprocess.run(
+        ["docker", "container", "inspect", "gpuops-demo-head"], capture_output=True, check=False
+    ).returncode
+    return rc == 0
+
+
+def run_site(out: Path, log: Path, connection: str) -> float:
+    env = dict(os.environ)
+    env.update(
+        ANSIBLE_CALLBACK_PLUGINS=str(ROOT / "bench" / "callback"),
+        ANSIBLE_CALLBACKS_ENABLED="gpuops_bench",
+        GPUOPS_BENCH_OUT=str(out),
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+    )
+    start = time.monotonic()
+    with log.open("w") as f:
+        rc = subprocess.run(
+            ["ansible-playbook", *INVENTORY, "-i", connection, "playbooks/site.yml"],
+            cwd=ROOT,
+            env=env,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            check=False,
+        ).returncode
+    wall = time.monotonic() - start
+    if rc != 0:
+        sys.exit(f"site.yml failed (rc {rc}); see {log}")
+    return wall
+
+
+def report(data: dict, wall: float, top: int) -> None:
+    hosts = data["hosts"]
+    print(f"site.yml on the demo cluster, run again: {wall:.1f} s wall (target {TARGETS['wall_s']} s)")
+    print(f"{'host':<12} {'run':>5} {'changed':>8} {'skipped':>8} {'module calls':>13}")
+    for name, h in hosts.items():
+        print(f"{name:<12} {h['run']:>5} {h['changed']:>8} {h['skipped']:>8} {h['module_calls']:>13}")
+    biggest = max(h["run"] for h in hosts.values())
+    print(f"tasks run on the biggest host: {biggest} (target {TARGETS['tasks_biggest_host']})")
+    roles: dict[str, dict] = {}
+    for h in hosts.values():
+        for role, r in h["roles"].items():
+            acc = roles.setdefault(role, {"run": 0, "module_calls": 0, "seconds": 0.0})
+            for key in acc:
+                acc[key] += r[key]
+    print()
+    print("per role, all hosts (task-seconds overlap across hosts run in parallel):")
+    print(f"{'role':<34} {'run':>5} {'module calls':>13} {'task-s':>8}")
+    for role, r in sorted(roles.items(), key=lambda kv: -kv[1]["seconds"]):
+        print(f"{role:<34} {r['run']:>5} {r['module_calls']:>13} {r['seconds']:>8.1f}")
+    if top:
+        tasks = [dict(t, host=name) for name, h in hosts.items() for t in h["tasks"]]
+        print()
+        print(f"slowest {top} tasks:")
+        for t in sorted(tasks, key=lambda t: -t["seconds"])[:top]:
+            print(f"  {t['seconds']:6.2f} s  {t['host']:<11} {t['role']}: {t['task']}")
+    changed = sum(h["changed"] for h in hosts.values())
+    if changed:
+        print(f"NOTE: {changed} changed on a converged cluster: not a no-op run")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=1, help="no-op runs to time (default 1)")
+    parser.add_argument("--up", action="store_true", help="run make demo first when the cluster is not up")
+    parser.add_argument("--top", type=int, default=10, help="list the N slowest tasks (default 10)")
+    parser.add_argument(
+        "--connection",
+        default=CONNECTION,
+        help=f"inventory that says how to reach the containers (default {CONNECTION}; another one compares "
+        "connection plugins, e.g. community.docker.docker_api)",
+    )
+    parser.add_argument("--keep-json", type=Path, help="keep each run's counts as JSON in this folder")
+    args = parser.parse_args()
+
+    if not demo_up():
+        if not args.up:
+            sys.exit("The demo cluster is not up: run make demo first (or pass --up).")
+        subprocess.run(["make", "--no-print-directory", "demo"], cwd=ROOT, check=True)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in range(1, args.runs + 1):
+            out = Path(tmp) / f"run{n}.json"
+            log = ROOT / ".cache" / "demo" / f"bench-run{n}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            wall = run_site(out, log, args.connection)
+            data = json.loads(out.read_text())
+            if args.keep_json:
+                args.keep_json.mkdir(parents=True, exist_ok=True)
+                (args.keep_json / out.name).write_text(json.dumps(data, indent=1))
+            if args.runs > 1:
+                print(f"== run {n} of {args.runs}")
+            report(data, wall, args.top)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""make test's time table: each tier and each Molecule scenario with its time, and the tests passed.
+
+    test_times.py record FILE KIND NAME SECONDS [LOG]   append one row; LOG is pytest's output, read
+                                                       for its "N passed" (unit tier, Molecule verify)
+    test_times.py report FILE [--budget S]             print the table, the total and the share of CI
+
+KIND is setup, tier or scenario. A scenario's verify count is the last pytest summary in its log
+(testinfra runs in Molecule's verify step). Standard library only: it runs before the virtualenv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+PASSED = re.compile(r"^=+ (?:.*?\b)?(\d+) passed\b.*=+$")
+
+
+def passed(log: Path) -> int | None:
+    """The 'N passed' of the last pytest summary line in LOG, or None without one."""
+    if not log.is_file():
+        return None
+    count = None
+    for line in log.read_text(errors="replace").splitlines():
+        m = PASSED.match(line.strip())
+        if m:
+            count = int(m.group(1))
+    return count
+
+
+def record(args: argparse.Namespace) -> None:
+    count = passed(Path(args.log)) if args.log else None
+    with Path(args.file).open("a", encoding="utf-8") as f:
+        f.write(f"{args.kind}\t{args.name}\t{int(args.seconds)}\t{'' if count is None else count}\n")
+
+
+def fmt(seconds: int) -> str:
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def report(args: argparse.Namespace) -> None:
+    path = Path(args.file)
+    rows = []
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            kind, name, seconds, count = line.split("\t")
+            rows.append((kind, name, int(seconds), int(count) if count else None))
+    total = sum(r[2] for r in rows)
+    unit = sum(r[3] or 0 for r in rows if r[0] == "tier" and r[1] == "unit")
+    verify = sum(r[3] or 0 for r in rows if r[0] == "scenario")
+    print()
+    print("==> make test: time per tier and scenario")
+    print(f"  {'step':<28} {'seconds':>8} {'m:ss':>6} {'tests passed':>13}")
+    for kind, name, seconds, count in rows:
+        label = f"molecule {name}" if kind == "scenario" else name
+        print(f"  {label:<28} {seconds:>8} {fmt(seconds):>6} {'' if count is None else count:>13}")
+    print(f"  {'total':<28} {total:>8} {fmt(total):>6}")
+    print(f"  share of CI's {args.budget} s: {100 * total / args.budget:.0f} %")
+    print(f"  unit tests passed: {unit}; Molecule verify tests passed: {verify}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    rec = sub.add_parser("record")
+    rec.add_argument("file")
+    rec.add_argument("kind", choices=["setup", "tier", "scenario"])
+    rec.add_argument("name")
+    rec.add_argument("seconds", type=float)
+    rec.add_argument("log", nargs="?")
+    rep = sub.add_parser("report")
+    rep.add_argument("file")
+    rep.add_argument("--budget", type=int, default=5400)
+    args = parser.parse_args()
+    {"record": record, "report": report}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
