@@ -17,7 +17,9 @@ import re
 import sys
 from pathlib import Path
 
-PASSED = re.compile(r"^=+ (?:.*?\b)?(\d+) passed\b.*=+$")
+# pytest's summary line ("==== 18 passed, 6 skipped in 14.51s ===="); Molecule prefixes it with a frame.
+PASSED = re.compile(r"=+ (?:\d+ \w+, )*(\d+) passed\b")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def passed(log: Path) -> int | None:
@@ -26,7 +28,7 @@ def passed(log: Path) -> int | None:
         return None
     count = None
     for line in log.read_text(errors="replace").splitlines():
-        m = PASSED.match(line.strip())
+        m = PASSED.search(ANSI.sub("", line))
         if m:
             count = int(m.group(1))
     return count

@@ -1,0 +1,56 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""make test's time table (tests/scripts/test_times.py): the counts it reads from logs and what it prints."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "test_times.py"
+sys.path.insert(0, str(SCRIPT.parent))
+
+import test_times  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("line", "count"),
+    [
+        ("============================= 499 passed in 23.05s =============================", 499),
+        # Molecule's verify output: a frame in colour before pytest's line, no closing bar.
+        ("  \x1b[2m\u2502\x1b[0m ======================== 18 passed, 6 skipped in 14.51s", 18),
+        ("==== 2 failed, 14 passed, 1 warning in 9.1s ====", 14),
+        ("collected 18 items", None),
+        ("test_x.py::test_passed PASSED", None),
+    ],
+)
+def test_the_passed_count_comes_from_pytests_summary_line(tmp_path, line, count):
+    log = tmp_path / "x.log"
+    log.write_text(f"start\n{line}\nend\n")
+    assert test_times.passed(log) == count
+
+
+def test_the_last_summary_in_a_log_counts(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("=== 3 passed in 1s ===\n...\n=== 5 passed in 2s ===\n")
+    assert test_times.passed(log) == 5
+
+
+def test_the_report_sums_steps_and_tests_and_gives_the_share_of_ci(tmp_path):
+    times = tmp_path / "times.tsv"
+    unit = tmp_path / "unit.log"
+    unit.write_text("==== 537 passed in 28s ====\n")
+    verify = tmp_path / "site.log"
+    verify.write_text("\u2502 ==== 16 passed in 20s\n")
+    for args in (["setup", "image", "64"], ["tier", "unit", "29", str(unit)], ["scenario", "site", "607", str(verify)]):
+        subprocess.run([sys.executable, str(SCRIPT), "record", str(times), *args], check=True)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "report", str(times)], check=True, capture_output=True, text=True
+    ).stdout
+    assert "molecule site" in out
+    assert "  total                             700  11:40" in out
+    assert "share of CI's 5400 s: 13 %" in out
+    assert "unit tests passed: 537; Molecule verify tests passed: 16" in out
