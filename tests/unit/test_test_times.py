@@ -54,3 +54,17 @@ def test_the_report_sums_steps_and_tests_and_gives_the_share_of_ci(tmp_path):
     assert "  total                             700  11:40" in out
     assert "share of CI's 5400 s: 13 %" in out
     assert "unit tests passed: 537; Molecule verify tests passed: 16" in out
+
+
+def test_with_scenarios_side_by_side_the_total_counts_molecules_wall_time(tmp_path):
+    times = tmp_path / "times.tsv"
+    rows = [["tier", "lint", "48"], ["scenario", "site", "600"], ["scenario", "gpusim", "90"],
+            ["wall", "molecule, 2 at a time", "620"]]  # fmt: skip
+    for args in rows:
+        subprocess.run([sys.executable, str(SCRIPT), "record", str(times), *args], check=True)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "report", str(times)], check=True, capture_output=True, text=True
+    ).stdout
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines[3:7]] == ["lint", "molecule,", "site", "gpusim"]
+    assert "  total                             668  11:08" in out
