@@ -56,7 +56,9 @@ test:
 	  log=$$([ $$step = unit ] && echo $(CACHE)/unit.log || true); \
 	  python3 tests/scripts/test_times.py record $(TIMES) $$kind $$step $$(( $$(date +%s) - start )) $$log; \
 	done; \
+	start=$$(date +%s); \
 	$(MAKE) --no-print-directory molecule; \
+	python3 tests/scripts/test_times.py record $(TIMES) wall "molecule, $${MOLECULE_JOBS:-2} at a time" $$(( $$(date +%s) - start )); \
 	echo "==> all tiers passed"
 
 venv: $(VENV)/.stamp
@@ -100,16 +102,9 @@ $(GPUSIM_REPO_DIR)/.stamp: $(GPUSIM_SOURCES) | venv
 gpusim-profiles: venv
 	$(BIN)/python tests/gpusim/assemble.py
 
+# MOLECULE_JOBS scenarios at a time (default 2; 1 prints each log as it goes).
 molecule: venv docker $(IMAGE_TARGET) gpusim-repo
-	@mkdir -p $(CACHE)/molecule; \
-	for s in $(SCENARIOS); do \
-	  echo "==> molecule test -s $$s"; \
-	  start=$$(date +%s); \
-	  log=$(CACHE)/molecule/$$s.log; \
-	  molecule test -s $$s 2>&1 | tee $$log || { tests/scripts/molecule-digest.sh $$log; exit 1; }; \
-	  echo "==> scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
-	  python3 tests/scripts/test_times.py record $(TIMES) scenario $$s $$(( $$(date +%s) - start )) $$log; \
-	done
+	tests/scripts/molecule-all.sh $(SCENARIOS)
 
 # The demo cluster: inventories/demo as containers, site.yml applied, a summary printed. The time
 # printed includes building what it needs (virtualenv, base image, stand-in repository).

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# make molecule: run Molecule scenarios, MOLECULE_JOBS at a time (default 2), the longest first.
+#   molecule-all.sh SCENARIO...
+# Each scenario logs to .cache/molecule/<name>.log. With one job the log is also printed as it
+# goes; with more, each scenario prints one line when it ends, and a failed one its digest
+# (tests/scripts/molecule-digest.sh: failed tasks and tests). TIMES, when set, gets one row per
+# scenario (tests/scripts/test_times.py).
+#
+# Two at a time: a scenario leaves the CPU idle about a third of its time (systemd boots, package
+# downloads, waits for slurmctld, Prometheus and job accounting), and every scenario has its own
+# Docker network, containers and Molecule state, so two do not meet.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+jobs=${MOLECULE_JOBS:-2}
+mkdir -p .cache/molecule
+
+# Longest first, so the last scenario to start is a short one (times from a cold make test).
+order=(site slurm_cluster nvidia_driver ofed container_toolkit nccl driver_upgrade dcgm gpu_facts preflight gpusim
+  os_tuning)
+scenarios=()
+for s in "${order[@]}"; do
+  for want in "$@"; do [ "$want" = "$s" ] && scenarios+=("$s"); done
+done
+for want in "$@"; do
+  [[ " ${scenarios[*]} " == *" $want "* ]] || scenarios+=("$want")
+done
+
+[ "${#scenarios[@]}" -gt 1 ] || jobs=1
+
+run_one() {
+  set -o pipefail
+  local s=$1 log=.cache/molecule/$1.log start rc=0
+  start=$(date +%s)
+  echo "==> molecule test -s $s (log: $log)"
+  if [ "$MOLECULE_JOBS_N" = 1 ]; then
+    molecule test -s "$s" 2>&1 | tee "$log" || rc=$?
+  else
+    molecule test -s "$s" >"$log" 2>&1 || rc=$?
+  fi
+  local took=$(($(date +%s) - start))
+  if [ "$rc" != 0 ]; then
+    echo "==> scenario $s FAILED after ${took}s"
+    tests/scripts/molecule-digest.sh "$log"
+    return 1
+  fi
+  echo "==> scenario $s passed in ${took}s"
+  if [ -n "${TIMES:-}" ]; then
+    python3 tests/scripts/test_times.py record "$TIMES" scenario "$s" "$took" "$log"
+  fi
+}
+export -f run_one
+export MOLECULE_JOBS_N=$jobs
+
+# xargs runs up to $jobs at a time and exits non-zero if any scenario failed (after the others end).
+printf '%s\n' "${scenarios[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one "$1"' _ {}
