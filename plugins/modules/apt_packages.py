@@ -21,17 +21,8 @@ description:
   - With O(hold=true) the packages are held (C(apt-mark hold)) in the same call, after they are in.
 author:
   - gpuops.cluster maintainers (@gpuops-cluster)
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: full
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: debian
+extends_documentation_fragment:
+  - gpuops.cluster.dpkg
 options:
   name:
     description:

@@ -17,17 +17,8 @@ description:
     reported as a change with a warning instead, because the install before it was only simulated.
 author:
   - gpuops.cluster maintainers (@gpuops-cluster)
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: full
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: debian
+extends_documentation_fragment:
+  - gpuops.cluster.dpkg
 options:
   name:
     description: The packages, by name (C(nvidia-driver-580-open)), without version or architecture.
@@ -79,7 +70,6 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.dpkg import (
     NAME,
     package_states,
     selection_changes,
-    selections,
     set_selections,
 )
 from ansible_collections.gpuops.cluster.plugins.module_utils.host import Host
@@ -108,9 +98,10 @@ def main():
         module.fail_json(
             msg="{} is missing: package_hold works on dpkg systems only.".format(host.path("/var/lib/dpkg/status"))
         )
-    current = selections(status, names)
+    states = package_states(status, names)
+    current = {name: entry["selection"] for name, entry in states.items()}
     target = "hold" if state == "held" else "install"
-    change = selection_changes(package_states(status, names), names, target)
+    change = selection_changes(states, names, target)
     unknown = list(dict.fromkeys(name for name in names if name not in current))
 
     if unknown and state == "held":
