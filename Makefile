@@ -27,7 +27,7 @@ endif
 export MOLECULE_IMAGE
 
 SCENARIOS := $(if $(SCENARIO),$(SCENARIO),$(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
-GPUSIM_SOURCES := $(wildcard tests/gpusim/repo/*.py)
+GPUSIM_SOURCES := $(wildcard tests/gpusim/repo/*.py tests/gpusim/keys/*.asc)
 
 # make test writes one row per step here (tests/scripts/test_times.py) and prints the table at the end.
 TIMES ?= $(CACHE)/test-times.tsv

@@ -37,6 +37,12 @@ def demo_up() -> bool:
     return rc == 0
 
 
+def playbook_command() -> str:
+    """ansible-playbook next to this interpreter (the project's venv), else the one on PATH."""
+    beside = Path(sys.executable).parent / "ansible-playbook"
+    return str(beside) if beside.exists() else "ansible-playbook"
+
+
 def run_site(out: Path, log: Path, connection: str) -> float:
     env = dict(os.environ)
     env.update(
@@ -48,7 +54,7 @@ def run_site(out: Path, log: Path, connection: str) -> float:
     start = time.monotonic()
     with log.open("w") as f:
         rc = subprocess.run(
-            ["ansible-playbook", *INVENTORY, "-i", connection, "playbooks/site.yml"],
+            [playbook_command(), *INVENTORY, "-i", connection, "playbooks/site.yml"],
             cwd=ROOT,
             env=env,
             stdout=f,

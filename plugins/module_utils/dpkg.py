@@ -117,3 +117,21 @@ def set_selections(module, read_status, names, target):
             stdout=out,
             stderr=err,
         )
+
+
+def installed_packages(status):
+    """``{name: [{name, version, arch, source}]}`` of the packages dpkg's status file lists as installed."""
+    packages = {}
+    for fields in dpkg_stanzas(status):
+        if fields.get("Status", "").split()[-1:] != ["installed"]:
+            continue
+        name = fields["Package"]
+        packages.setdefault(name, []).append(
+            {
+                "name": name,
+                "version": fields.get("Version", ""),
+                "arch": fields.get("Architecture", ""),
+                "source": "dpkg",
+            }
+        )
+    return packages

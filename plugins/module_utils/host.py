@@ -5,12 +5,11 @@ sources, the Secure Boot variable. The ``host_check`` module feeds them file con
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
 import re
 
 from ansible_collections.gpuops.cluster.plugins.module_utils.commands import run
+from ansible_collections.gpuops.cluster.plugins.module_utils.openpgp import dearmor
 
 # CUDA repository signing keys by 64-bit key ID (nvidia_stack facts, section 5): the key rotated
 # out in 2022 and the current one. Found in an apt-key keyring, either is a leftover.
@@ -81,34 +80,6 @@ def driver_branches(packages):
         if match:
             branches.setdefault(match.group(1), []).append(name)
     return branches
-
-
-def dearmor(text):
-    """The binary packets of an ASCII-armored OpenPGP block, or b"" when it is not one."""
-    lines = text.splitlines()
-    try:
-        start = next(i for i, line in enumerate(lines) if line.startswith("-----BEGIN PGP"))
-    except StopIteration:
-        return b""
-    body = []
-    in_headers = True
-    for line in lines[start + 1 :]:
-        if line.startswith("-----END PGP"):
-            break
-        if in_headers:
-            if not line.strip():
-                in_headers = False
-            elif ":" not in line:
-                in_headers = False
-                body.append(line.strip())
-            continue
-        if line.startswith("="):  # the CRC24 line
-            continue
-        body.append(line.strip())
-    try:
-        return base64.b64decode("".join(body))
-    except (binascii.Error, ValueError):
-        return b""
 
 
 def keyring_cuda_keys(data):

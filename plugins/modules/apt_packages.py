@@ -19,6 +19,9 @@ description:
   - In check mode it runs C(apt-get --simulate) instead, so that a package or version the
     repositories do not have is reported as it would be on the real run.
   - With O(hold=true) the packages are held (C(apt-mark hold)) in the same call, after they are in.
+  - When it changed something it returns C(ansible_facts.packages), read again from dpkg's status
+    file in the shape of M(gpuops.cluster.dpkg_facts), so that packages read once at the start of
+    a play stay true for the roles after it without reading them again.
 author:
   - gpuops.cluster maintainers (@gpuops-cluster)
 extends_documentation_fragment:
@@ -64,6 +67,12 @@ options:
         run C(apt-get update) first. V(0) never updates.
     type: int
     default: 0
+  update_cache:
+    description:
+      - When something must be installed, run C(apt-get update) first whatever the age of the
+        lists (a repository was just removed or replaced).
+    type: bool
+    default: false
   lock_timeout:
     description: Seconds apt-get waits for the dpkg lock another process holds.
     type: int
@@ -108,6 +117,15 @@ versions:
   returned: always
   type: dict
   sample: {libnccl2: 2.26.5-1+cuda12.8}
+ansible_facts:
+  description: The installed packages afterwards, as M(gpuops.cluster.dpkg_facts) sets them.
+  returned: when something changed, outside check mode
+  type: dict
+  contains:
+    packages:
+      description: Installed package name to a list of its installed instances.
+      returned: when something changed, outside check mode
+      type: dict
 stdout:
   description: apt-get's output, when it ran.
   returned: when apt-get ran
@@ -119,6 +137,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.cluster.plugins.module_utils.dpkg import (
+    installed_packages,
     missing,
     package_states,
     parse_spec,
@@ -170,6 +189,7 @@ def main():
             "allow_change_held_packages": {"type": "bool", "default": False},
             "purge": {"type": "bool", "default": False},
             "cache_valid_time": {"type": "int", "default": 0},
+            "update_cache": {"type": "bool", "default": False},
             "lock_timeout": {"type": "int", "default": 60},
             "root": {"type": "path", "default": "/"},
         },
@@ -230,8 +250,9 @@ def main():
     if todo:
         apt_get = module.get_bin_path("apt-get", required=True)
         env = {"LC_ALL": "C", "LANG": "C", "DEBIAN_FRONTEND": "noninteractive", "DEBCONF_NONINTERACTIVE_SEEN": "true"}
-        if params["cache_valid_time"] > 0 and command == "install" and not module.check_mode:
-            age = lists_age(host)
+        refresh = params["cache_valid_time"] > 0 or params["update_cache"]
+        if refresh and command == "install" and not module.check_mode:
+            age = None if params["update_cache"] else lists_age(host)
             if age is None or age > params["cache_valid_time"]:
                 rc, out, err = module.run_command([apt_get, "-q", "update"], environ_update=env)
                 if rc != 0:
@@ -263,7 +284,10 @@ def main():
                 )
     if hold and not module.check_mode:
         set_selections(module, read_status, hold, "hold")
-        states = package_states(read_status() or "", names)
+    if result["changed"] and not module.check_mode:
+        status = read_status() or ""
+        states = package_states(status, names)
+        result["ansible_facts"] = {"packages": installed_packages(status)}
     result["versions"] = {
         name: states[name]["version"] if states.get(name, {}).get("state") == "installed" else None for name in names
     }

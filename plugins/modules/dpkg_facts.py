@@ -31,8 +31,8 @@ EXAMPLES = r"""
   gpuops.cluster.dpkg_facts:
 
 - name: Remove DCGM 3 where it is installed
-  ansible.builtin.apt:
-    name: datacenter-gpu-manager
+  gpuops.cluster.apt_packages:
+    name: [datacenter-gpu-manager]
     state: absent
   when: "'datacenter-gpu-manager' in ansible_facts.packages"
 """
@@ -51,27 +51,10 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuops.cluster.plugins.module_utils.host import Host, dpkg_stanzas
+from ansible_collections.gpuops.cluster.plugins.module_utils.dpkg import installed_packages
+from ansible_collections.gpuops.cluster.plugins.module_utils.host import Host
 
 STATUS = "/var/lib/dpkg/status"
-
-
-def installed_packages(status):
-    """``{name: [{name, version, arch, source}]}`` of the packages dpkg's status file lists as installed."""
-    packages = {}
-    for fields in dpkg_stanzas(status):
-        if fields.get("Status", "").split()[-1:] != ["installed"]:
-            continue
-        name = fields["Package"]
-        packages.setdefault(name, []).append(
-            {
-                "name": name,
-                "version": fields.get("Version", ""),
-                "arch": fields.get("Architecture", ""),
-                "source": "dpkg",
-            }
-        )
-    return packages
 
 
 def main():

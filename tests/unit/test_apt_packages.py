@@ -203,6 +203,25 @@ def test_fresh_package_lists_are_not_refreshed(monkeypatch, root):
     assert [APT_GET, "-q", "update"] not in node.calls
 
 
+def test_update_cache_refreshes_fresh_lists_when_something_is_installed(monkeypatch, root):
+    node = Apt(monkeypatch, root)
+    apt(root, name=["libnccl2=2.26.5-1+cuda12.8"], update_cache=True)
+    assert node.calls == []  # in place: nothing to install, no refresh
+    apt(root, name=["numactl"], update_cache=True)
+    assert node.calls[0] == [APT_GET, "-q", "update"]
+
+
+def test_a_change_returns_the_packages_as_facts_and_a_no_op_does_not(monkeypatch, root):
+    Apt(monkeypatch, root)
+    assert "ansible_facts" not in apt(root, name=["libnccl2=2.26.5-1+cuda12.8"]).result
+    assert "ansible_facts" not in apt(root, check_mode=True, name=["numactl"]).result
+    packages = apt(root, name=["numactl"]).result["ansible_facts"]["packages"]
+    assert packages["numactl"] == [{"name": "numactl", "version": "1.0-1", "arch": "", "source": "dpkg"}]
+    assert "libnccl2" in packages
+    removed = apt(root, name=["numactl"], state="absent").result["ansible_facts"]["packages"]
+    assert "numactl" not in removed and "libnccl2" in removed
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

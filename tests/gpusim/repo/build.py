@@ -19,8 +19,10 @@ point at a site mirror:
     keys/gpusim-wrong-keyring.gpg              another key, for tests that expect a refusal
 
 Each is a flat repository (``deb [signed-by=...] URL /``) with Packages, Release, InRelease and
-Release.gpg. Packages are written in pure Python (ar + tar), reproducibly. The signing key is
-generated once into the cache and reused, so a rebuild does not change it.
+Release.gpg. Packages are written in pure Python (ar + tar), reproducibly. The signing keys are
+test keys committed in tests/gpusim/keys (no passphrase, trusted by nothing but these tests), so
+their fingerprints are fixed and the inventories can check them as a site checks NVIDIA's:
+archive DDD2F499504D61685FB2FDC94B9F49872D40B3F2, wrong 88A16F1370CB253F6D3BDAACBB42F09FF42E283A.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+KEYS = HERE.parent / "keys"
 EPOCH = 1767225600  # 2026-01-01, every file's mtime: the same inputs give the same bytes
 MAINTAINER = "gpuops.cluster gpusim <gpusim@gpuops.invalid>"
 
@@ -710,11 +713,24 @@ def gpg(home: Path, *args: str, **kw) -> subprocess.CompletedProcess:
     )
 
 
-def ensure_key(home: Path, uid: str) -> None:
+def ensure_key(home: Path, secret: Path) -> None:
+    """A GnuPG home holding exactly the committed test key ``secret`` (tests/gpusim/keys)."""
+    wanted = fingerprint_of(secret)
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if gpg(home, "--list-secret-keys", "--with-colons").stdout:
+    listed = gpg(home, "--list-secret-keys", "--with-colons").stdout.decode()
+    if f":{wanted}:" in listed and listed.count("\nsec:") + listed.startswith("sec:") == 1:
         return
-    gpg(home, "--passphrase", "", "--quick-gen-key", uid, "ed25519", "sign", "never")
+    shutil.rmtree(home)
+    home.mkdir(parents=True, mode=0o700)
+    gpg(home, "--import", str(secret))
+
+
+def fingerprint_of(key: Path) -> str:
+    """The primary fingerprint of a key file, as gpg prints it."""
+    out = subprocess.run(
+        ["gpg", "--batch", "--with-colons", "--show-keys", str(key)], check=True, capture_output=True, text=True
+    ).stdout
+    return next(line.split(":")[9] for line in out.splitlines() if line.startswith("fpr:"))
 
 
 def write_repo(root: Path, repo: str, pkgs: list[Package], home: Path) -> None:
@@ -757,8 +773,8 @@ def build(out: Path, cache: Path) -> None:
     if shutil.which("gpg") is None:
         raise SystemExit("gpg is needed to sign the gpusim repository: install gnupg")
     keyhome, wronghome = cache / "gnupg", cache / "gnupg-wrong"
-    ensure_key(keyhome, "gpuops gpusim archive <gpusim@gpuops.invalid>")
-    ensure_key(wronghome, "gpuops gpusim wrong key <wrong@gpuops.invalid>")
+    ensure_key(keyhome, KEYS / "archive.secret.asc")
+    ensure_key(wronghome, KEYS / "wrong.secret.asc")
     tmp = Path(tempfile.mkdtemp(prefix="www.", dir=out.parent))
     try:
         pkgs = driver_packages() + cuda_packages() + toolkit_packages() + doca_packages() + slurm_smd_packages()
