@@ -6,7 +6,6 @@ not prefixed ``preflight_``). This writes what is derived from that declaration,
     plugins/module_utils/stack_spec.py   STACK_SPEC, the argument spec stack_check takes
     plugins/doc_fragments/stack.py       stack_check's documentation of those options
     roles/preflight/defaults/main.yml    the defaults, between the "stack" markers
-    roles/preflight/README.md            the variables table's stack rows, between the markers
 
     python tests/scripts/stack_spec.py           # write them (make stack-spec)
     python tests/scripts/stack_spec.py --check   # fail when one differs (make lint)
@@ -106,21 +105,13 @@ def defaults_block(options):
     return "".join(f"{name}: {scalar(spec.get('default'))}\n" for name, spec in options.items())
 
 
-def readme_table(options):
-    rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
-    rows += [f"| `{name}` | `{scalar(spec.get('default'))}` | {description(spec)} |" for name, spec in options.items()]
-    return "\n".join(rows) + "\n"
-
-
 def outputs():
     options = stack_options()
     defaults = ROOT / "roles" / "preflight" / "defaults" / "main.yml"
-    readme = ROOT / "roles" / "preflight" / "README.md"
     return {
         ROOT / "plugins" / "module_utils" / "stack_spec.py": module_utils(options),
         ROOT / "plugins" / "doc_fragments" / "stack.py": doc_fragment(options),
         defaults: between(defaults.read_text(), defaults_block(options), "# {}"),
-        readme: between(readme.read_text(), readme_table(options), "<!-- {} -->"),
     }
 
 

@@ -62,9 +62,10 @@ def test_stack_variables_are_declared_once_in_preflight():
         assert check["gpuops.cluster.stack_check"][name] == "{{ " + name + " }}", name
 
 
-def test_files_derived_from_the_stack_declaration_are_current():
+@pytest.mark.parametrize("script", ["stack_spec.py", "role_docs.py"])
+def test_files_derived_from_argument_specs_are_current(script):
     result = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "scripts" / "stack_spec.py"), "--check"],
+        [sys.executable, str(ROOT / "tests" / "scripts" / script), "--check"],
         capture_output=True,
         text=True,
         check=False,
