@@ -33,7 +33,7 @@ GPUSIM_SOURCES := $(wildcard tests/gpusim/repo/*.py tests/gpusim/keys/*.asc)
 TIMES ?= $(CACHE)/test-times.tsv
 export TIMES
 
-.PHONY: help test lint sanity unit molecule demo demo-down bench venv docker image gpusim-repo gpusim-profiles build clean
+.PHONY: help test lint sanity unit molecule demo demo-down bench venv docker image gpusim-repo gpusim-profiles stack-spec role-docs build clean
 
 help:
 	@echo "make demo                    a simulated GPU cluster in Docker, set up by site.yml (again: re-apply)"
@@ -42,6 +42,8 @@ help:
 	@echo "make lint | sanity | unit    one tier"
 	@echo "make molecule [SCENARIO=x]   Molecule scenarios (all, or one)"
 	@echo "make bench                   time a no-op site.yml run on the demo cluster (bench/run.py)"
+	@echo "make stack-spec              write the files derived from the stack variables' one declaration"
+	@echo "make role-docs               write each role's README variables table from its argument_specs"
 	@echo "make venv | docker | image | gpusim-repo | build | clean"
 
 # Every tier in order, each setup step, tier and scenario timed; the table is printed even when a
@@ -80,6 +82,19 @@ lint: venv
 	ansible-lint --offline
 	@echo "==> gpusim profiles match their specs"
 	$(BIN)/python tests/gpusim/assemble.py --check
+	@echo "==> files derived from the stack declaration (roles/preflight/meta/argument_specs.yml) are current"
+	$(BIN)/python tests/scripts/stack_spec.py --check
+	@echo "==> the roles' README variables tables match their argument_specs"
+	$(BIN)/python tests/scripts/role_docs.py --check
+
+# The stack variables are declared once, in the preflight role's argument specs; this writes the
+# files derived from them (stack_check's spec and docs, preflight's defaults and README table).
+stack-spec: venv
+	$(BIN)/python tests/scripts/stack_spec.py
+
+# Each role's README variables table, written from its argument_specs.
+role-docs: venv
+	$(BIN)/python tests/scripts/role_docs.py
 
 sanity: venv
 	tests/scripts/sanity.sh

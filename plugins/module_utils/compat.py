@@ -3,8 +3,8 @@
 """NVIDIA's published compatibility tables, as data, with lookups.
 
 Every row names its source by a key of ``SOURCES``. Rows NVIDIA has not confirmed in a primary
-source carry ``certain=False``; rules built on them give warnings, never errors. The facts and
-their sources are collected in the project's ``nvidia_stack`` facts file.
+source carry ``certain=False``; rules built on them give warnings, never errors. ``SOURCES``
+is the one list of where the tables come from; comments elsewhere cite its keys.
 
 Versions are compared as tuples of integers (:func:`vtuple`): ``"570.133.20" -> (570, 133, 20)``.
 A bare branch ``"570"`` is ``(570,)``, which sorts below every ``570.x`` version.

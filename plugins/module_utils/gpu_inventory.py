@@ -11,6 +11,7 @@ from collections import Counter
 
 from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import expand_cpulist, nearest_nics
 from ansible_collections.gpuops.cluster.plugins.module_utils.pci import identify_gpu, normalize_bus_id, slugify
+from ansible_collections.gpuops.cluster.plugins.module_utils.topology import nvlinks
 
 _ARCHITECTURES = {
     "volta": "volta",
@@ -127,7 +128,7 @@ def build_gpu_facts(pci, query=None, topology=None, read_sysfs=None, nvidia_smi_
         if topology and label in topology["links"]:
             gpu["nearest_nics"], gpu["nearest_nic_link"] = nearest_nics(topology, label)
             gpu["nvlink_peers"] = sum(
-                1 for other, cell in topology["links"][label].items() if other in topology["gpus"] and cell[:2] == "NV"
+                1 for other, cell in topology["links"][label].items() if other in topology["gpus"] and nvlinks(cell) > 0
             )
         else:
             gpu["nearest_nics"], gpu["nearest_nic_link"], gpu["nvlink_peers"] = [], None, None

@@ -11,7 +11,7 @@ import re
 from ansible_collections.gpuops.cluster.plugins.module_utils.commands import run
 from ansible_collections.gpuops.cluster.plugins.module_utils.openpgp import dearmor
 
-# CUDA repository signing keys by 64-bit key ID (nvidia_stack facts, section 5): the key rotated
+# CUDA repository signing keys by 64-bit key ID (compat.SOURCES['cuda_repo']): the key rotated
 # out in 2022 and the current one. Found in an apt-key keyring, either is a leftover.
 CUDA_KEYS = {
     "F60F4B3D7FA2AF80": "NVIDIA CUDA repository key 7fa2af80 (rotated out in 2022)",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+from ansible_collections.gpuops.cluster.plugins.module_utils.topology import natural_key
 
 IBSTAT_COMMAND = "ibstat"
 IBDEV2NETDEV_COMMAND = "ibdev2netdev"
@@ -160,11 +161,6 @@ def parse_ibdev2netdev(text):
             {"ca": match.group(1), "port": int(match.group(2)), "netdev": match.group(3), "state": match.group(4)}
         )
     return entries
-
-
-def natural_key(name):
-    """Sort ``mlx5_2`` before ``mlx5_10``."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def active_ports(cas):

@@ -12,6 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+from ansible_collections.gpuops.cluster.plugins.module_utils.topology import rank as cell_rank
 
 TOPO_COMMAND = "nvidia-smi topo -m"
 QUERY_COMMAND = "nvidia-smi -q -x"
@@ -31,20 +32,6 @@ _INT = re.compile(r"-?\d+\Z")
 _MAX_CPUS = 1 << 16
 # Words of the affinity columns, should a copy have broken their names apart.
 _AFFINITY_WORDS = ("CPU", "NUMA", "GPU", "Affinity", "ID")
-
-# Smaller is closer. NV# is a direct NVLink connection; the PCIe/SMP levels follow the legend
-# nvidia-smi prints under the matrix.
-LINK_ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
-
-
-def link_rank(value):
-    """Sort key of a topology cell: lower means closer (``X`` < ``NV#`` < ``PIX`` < ... < ``SYS``)."""
-    if value.startswith("NV") and value[2:].isdigit():
-        # More bonded links are closer than fewer.
-        return (1, -int(value[2:]))
-    if value == "SOC":
-        value = "SYS"
-    return (LINK_ORDER.index(value), 0)
 
 
 def expand_cpulist(text, command=TOPO_COMMAND, line_number=None, line=None):
@@ -203,7 +190,7 @@ def parse_topo(text):
 def nearest_nics(topology, gpu):
     """The NICs at the smallest topology distance from ``gpu`` (a label such as ``GPU0``), and that distance."""
     row = topology["links"].get(gpu, {})
-    cells = [(link_rank(row[nic]), nic) for nic in topology["nics"] if nic in row]
+    cells = [(cell_rank(row[nic]), nic) for nic in topology["nics"] if nic in row]
     if not cells:
         return [], None
     best = min(rank for rank, _nic in cells)

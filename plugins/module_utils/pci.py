@@ -3,8 +3,7 @@
 """``lspci`` parser and the PCI device-ID tables that identify GPUs before any driver is in.
 
 Device names come from the PCI ID database (https://pci-ids.ucw.cz, pciutils/pciids commit
-006181e2c5); compute capabilities from https://developer.nvidia.com/cuda-gpus (see the
-project's nvidia_stack facts, section 2).
+006181e2c5); compute capabilities from https://developer.nvidia.com/cuda-gpus (compat.SOURCES['cuda_gpus']).
 """
 
 from __future__ import annotations

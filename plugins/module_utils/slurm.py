@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
 from ansible_collections.gpuops.cluster.plugins.module_utils.hostlist import hostlist_compress
+from ansible_collections.gpuops.cluster.plugins.module_utils.topology import link_count
 
 LSCPU_COMMAND = "lscpu -p=CPU,CORE,SOCKET,NODE"
 _COLUMNS = ("cpu", "core", "socket", "node")
@@ -150,16 +151,6 @@ def gpu_cores(cpus, topology, label="GPU"):
             "facts come from different hosts or CPUs are offline. Re-gather the facts on this host."
         )
     return sorted({topology["core_index"][cpu] for cpu in cpus})
-
-
-def link_count(cell):
-    """Links= weight of one ``topo -m`` cell: NV<n> is n links, X the device itself (-1), else 0."""
-    cell = (cell or "").strip().upper()
-    if cell == "X":
-        return -1
-    if cell.startswith("NV") and cell[2:].isdigit():
-        return int(cell[2:])
-    return 0
 
 
 def _bus_key(gpu):

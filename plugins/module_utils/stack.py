@@ -72,6 +72,8 @@ class _Check:
 
     def __init__(self):
         self.problems = []
+        # Why each decision went the way it did, by decision (see decisions()).
+        self.reasons = {}
 
     def error(self, variable, message, fix, certain=True):
         severity = "error" if certain else "warning"
@@ -600,16 +602,22 @@ def _dcgm(c, stack, hw, native):
         c.error("dcgm_major", f"there is no DCGM {major}.", "set dcgm_major: 4.")
         return None
     if compat.DCGM_MAJORS[major].monolithic:
-        c.warn(
+        # The dcgm role installs DCGM 4 and removes DCGM 3 where it finds it; decided here, once.
+        c.error(
             "dcgm_major",
-            "DCGM 3 is the old monolithic datacenter-gpu-manager package; DCGM 4 replaces it.",
+            "DCGM 3 is the old monolithic datacenter-gpu-manager package; the dcgm role installs DCGM 4, "
+            "which replaces it (and removes DCGM 3 where it is installed).",
             "set dcgm_major: 4.",
         )
         return {"major": major, "cuda_major": None}
     want = _cuda_major(native) if native else None
+    why = f"follows the driver, which runs CUDA {native}" if want else "no driver CUDA to follow"
     pre_turing = [m for m, arch in hw.known() if arch.last_cuda_major is not None]
     if pre_turing and want and want > compat.DCGM_PRE_TURING_CUDA.cuda_major:
         want = compat.DCGM_PRE_TURING_CUDA.cuda_major
+        why = "capped at CUDA {} for the pre-Turing GPUs ({})".format(
+            want, ", ".join(sorted({hw.label(m) for m in pre_turing}))
+        )
     declared = stack.get("dcgm_cuda_major")
     if declared and want and declared != want:
         c.error(
@@ -619,6 +627,7 @@ def _dcgm(c, stack, hw, native):
             ),
             f"set dcgm_cuda_major: {want} (or leave it empty to follow the driver).",
         )
+    c.reasons["dcgm"] = "declared dcgm_cuda_major" if declared else why
     return {"major": major, "cuda_major": declared or want}
 
 
@@ -692,13 +701,21 @@ def _gpudirect(c, stack, hw, *, flavour, kernel, versions):
             "meet those, or set ofed_gpudirect: peermem with ofed_flavour: doca.",
         )
     if wanted != "auto":
+        c.reasons["gpudirect"] = "declared ofed_gpudirect"
         return wanted
     if ofed == "none":
+        c.reasons["gpudirect"] = "ofed_flavour is none: the RDMA stack is not managed here"
         return "none"
     if has_ofed:
+        c.reasons["gpudirect"] = f"ofed_flavour {ofed} ships nvidia-peermem"
         return "peermem"
     if not dmabuf_missing:
+        c.reasons["gpudirect"] = (
+            "inbox rdma-core with the open kernel modules, "
+            f"Linux {compat.DMABUF.kernel}+ and CUDA {compat.DMABUF.cuda}+"
+        )
         return "dmabuf"
+    c.reasons["gpudirect"] = "inbox rdma-core without what DMA-BUF needs: " + ", ".join(dmabuf_missing)
     c.warn(
         "ofed_gpudirect",
         "with the inbox rdma-core GPUDirect RDMA works only through DMA-BUF, which needs {}: "
@@ -816,6 +833,7 @@ def check_stack(stack, nvidia_gpu=None, today="2026-01-01"):
     else:
         ib = vtuple(installed)[0]
         action = "keep" if ib == int(branch) else ("upgrade" if int(branch) > ib else "downgrade")
+    c.reasons["kernel_module"] = flavour_reason
     resolved = {
         "gpu_present": hw.present,
         "driver": {
@@ -832,13 +850,20 @@ def check_stack(stack, nvidia_gpu=None, today="2026-01-01"):
         },
         "kernel_module": flavour,
         "kernel_module_reason": flavour_reason,
-        "fabricmanager": {"required": fm, "version": exact, "nvswitch_count": hw.nvswitch_count},
+        # The declared Fabric Manager version, else the exact driver version; None means the
+        # version of the driver the packages install (the role reads it after the install).
+        "fabricmanager": {
+            "required": fm,
+            "version": stack.get("nvidia_driver_fabricmanager_version") or exact,
+            "nvswitch_count": hw.nvswitch_count,
+        },
         "nvlsm": {"required": nvlsm},
         "cuda": {"versions": versions, "default": default, "forward_compat": forward},
         "cudnn": cudnn,
         "nccl": nccl,
         "dcgm": dcgm,
         "gpudirect": gpudirect,
+        "ofed": {"flavour": stack.get("ofed_flavour") or "none"},
         "repository": {
             "family": family,
             "distribution": repo,
@@ -858,4 +883,107 @@ def check_stack(stack, nvidia_gpu=None, today="2026-01-01"):
             dcgm=dcgm,
         ),
     }
+    resolved["decisions"] = decisions(resolved, stack, hw, c.reasons)
     return c.problems, resolved
+
+
+def decisions(resolved, stack, hw, reasons):
+    """``[{"decision", "value", "reason"}]``: each choice the resolver made for this node, and why.
+
+    Preflight prints them as one table per host; the reason names the fact or the variable it
+    came from, so that "why is Fabric Manager on this node?" is answered in the run's output.
+    """
+    rows = []
+
+    def add(decision, value, reason):
+        rows.append({"decision": decision, "value": str(value), "reason": reason})
+
+    driver = resolved["driver"]
+    if not resolved["gpu_present"]:
+        add(
+            "NVIDIA stack",
+            "none",
+            "no NVIDIA GPU on PCI (lspci): the driver, CUDA and DCGM roles leave this host alone",
+        )
+    else:
+        add(
+            "driver",
+            driver["version"] or f"branch {driver['branch']}, its newest release",
+            "declared nvidia_driver_version" if driver["version"] else "declared nvidia_driver_branch",
+        )
+        add("kernel modules", resolved["kernel_module"], reasons.get("kernel_module") or "declared")
+        fm = resolved["fabricmanager"]
+        if fm["required"]:
+            add(
+                "Fabric Manager",
+                "yes, " + (fm["version"] or "the driver's installed version"),
+                "{} NVSwitch(es) on PCI: NVSwitch systems need Fabric Manager at the driver's exact version".format(
+                    fm["nvswitch_count"]
+                ),
+            )
+        else:
+            add("Fabric Manager", "no", "no NVSwitch on PCI")
+        if resolved["nvlsm"]["required"]:
+            add("nvlsm", "yes", "NVLink5 GPUs behind NVSwitches: the NVLink subnet manager runs on the node")
+        cuda = resolved["cuda"]
+        if cuda["versions"]:
+            add(
+                "CUDA toolkits",
+                "{} (default {})".format(", ".join(cuda["versions"]), cuda["default"]),
+                "declared cuda_versions; default "
+                + ("declared cuda_default_version" if stack.get("cuda_default_version") else "the newest of them"),
+            )
+            add(
+                "CUDA forward compatibility",
+                ", ".join(cuda["forward_compat"]) or "none",
+                "toolkits newer than the driver's CUDA {}".format(driver["native_cuda"])
+                if cuda["forward_compat"]
+                else "the driver runs every declared toolkit natively (CUDA {})".format(driver["native_cuda"]),
+            )
+        if resolved["cudnn"]:
+            add(
+                "cuDNN",
+                resolved["cudnn"]["version"],
+                "for CUDA {}, the major of the default toolkit {}".format(
+                    resolved["cudnn"]["cuda_major"], cuda["default"]
+                ),
+            )
+        if resolved["nccl"]:
+            add(
+                "NCCL",
+                "{}+cuda{}".format(resolved["nccl"]["version"], resolved["nccl"]["cuda_build"]),
+                "declared nccl_version, "
+                + (
+                    "its build pinned there"
+                    if resolved["nccl"]["pinned_build"]
+                    else "the build for the default toolkit"
+                ),
+            )
+        if resolved["dcgm"]:
+            dcgm = resolved["dcgm"]
+            add(
+                "DCGM",
+                "{}{}".format(dcgm["major"], f", -cuda{dcgm['cuda_major']}" if dcgm["cuda_major"] else ""),
+                reasons.get("dcgm") or "declared dcgm_major",
+            )
+    add("GPUDirect RDMA", resolved["gpudirect"], reasons.get("gpudirect") or "declared ofed_gpudirect")
+    repo = resolved["repository"]
+    add(
+        "NVIDIA repository folder",
+        "{}/{}".format(repo["distribution"], repo["arch"]),
+        "{} {} on {}".format(
+            stack.get("distribution"), stack.get("distribution_major_version"), stack.get("cpu_architecture")
+        ),
+    )
+    return rows
+
+
+def format_decisions(rows, header):
+    """The decisions as a plain-text table: decision, value, reason."""
+    if not rows:
+        return header
+    width = [max(len(r[key]) for r in rows) for key in ("decision", "value")]
+    lines = [header]
+    for r in rows:
+        lines.append("  {:<{}}  {:<{}}  {}".format(r["decision"], width[0], r["value"], width[1], r["reason"]))
+    return "\n".join(lines)

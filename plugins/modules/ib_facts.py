@@ -95,10 +95,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.cluster.plugins.module_utils.commands import first_line, parse_or_fail, run
 from ansible_collections.gpuops.cluster.plugins.module_utils.ibstat import (
     active_ports,
-    natural_key,
     parse_ibdev2netdev,
     parse_ibstat,
 )
+from ansible_collections.gpuops.cluster.plugins.module_utils.topology import natural_key
 
 
 def _listdir(path):

@@ -18,74 +18,15 @@ description:
   - Fails when any problem is an error, listing all of them in one message, unless
     O(fail_on_error=false). Warnings never fail.
   - Changes nothing on the node. Option names are the collection's inventory variables, so the
-    messages name what to edit.
+    messages name what to edit. The stack options, their types and defaults are the preflight role's
+    variables, declared once in C(roles/preflight/meta/argument_specs.yml) (the
+    C(gpuops.cluster.stack) documentation fragment is written from it); an empty string is read as unset.
 author:
   - gpuops.cluster maintainers (@gpuops-cluster)
 extends_documentation_fragment:
   - gpuops.cluster.readonly
+  - gpuops.cluster.stack
 options:
-  nvidia_driver_branch:
-    description: Driver branch, the number only (C("580")).
-    type: str
-    required: true
-  nvidia_driver_version:
-    description: Exact driver version (C("580.95.05")); empty takes the branch's newest.
-    type: str
-  nvidia_driver_kernel_module:
-    description:
-      - Kernel module flavour. V(auto) picks open where a GPU requires it (Blackwell, GH200),
-        proprietary where a GPU requires it (Volta and older), otherwise NVIDIA's default for the branch.
-    type: str
-    choices: [auto, open, proprietary]
-    default: auto
-  nvidia_driver_fabricmanager_version:
-    description: Fabric Manager version, when declared apart; it must equal the driver version.
-    type: str
-  cuda_versions:
-    description: CUDA toolkits to install side by side, each C(MAJOR.MINOR).
-    type: list
-    elements: str
-    default: []
-  cuda_default_version:
-    description: The toolkit C(/usr/local/cuda) points at; empty means the newest of O(cuda_versions).
-    type: str
-  cuda_forward_compat:
-    description:
-      - Allow a CUDA major newer than the driver's through C(cuda-compat-X-Y) (datacenter GPUs on
-        LTSB or production branches only). Reported as a warning when used.
-    type: bool
-    default: true
-  cuda_minor_version_compat:
-    description:
-      - Accept a driver older than a CUDA minor's minimum but within its major's family (limited
-        features, no PTX JIT of newer code) as a warning instead of an error.
-    type: bool
-    default: false
-  cudnn_version:
-    description: cuDNN version (C("9.10.2.21"), C("8.9.7.29-1+cuda12.2")); empty for none.
-    type: str
-  cudnn_cuda_major:
-    description: CUDA major of the cuDNN build (C(libcudnn9-cuda-12)); empty follows the default CUDA.
-    type: int
-  nccl_version:
-    description: NCCL version (C("2.26.5") or C("2.26.5-1+cuda12.8")); empty for none.
-    type: str
-  ofed_flavour:
-    description: RDMA stack.
-    type: str
-    choices: [doca, mlnx_ofed, inbox, none]
-    default: none
-  ofed_gpudirect:
-    description: GPUDirect RDMA method; V(auto) takes nvidia-peermem with DOCA/MLNX OFED and DMA-BUF with inbox.
-    type: str
-    choices: [auto, peermem, dmabuf, none]
-    default: auto
-  dcgm_major:
-    description: DCGM major version (3 or 4); empty for none.
-    type: int
-  dcgm_cuda_major:
-    description: CUDA major of the C(datacenter-gpu-manager-4-cudaN) package; empty follows the driver.
-    type: int
   nvidia_gpu:
     description: The node's C(nvidia_gpu) facts from M(gpuops.cluster.gpu_facts); empty for a node without GPUs.
     type: dict
@@ -172,6 +113,10 @@ error_count:
   description: Number of problems that are errors.
   returned: always
   type: int
+report:
+  description: RV(resolved.decisions) as a table, one line per decision (empty when RV(resolved) is null).
+  returned: always
+  type: str
 resolved:
   description: The stack as the install roles should apply it; null when a declared value is malformed.
   returned: always
@@ -195,7 +140,10 @@ resolved:
           C(dnf_module_stream) and C(lifecycle) (C(kind), C(eol), C(ended)).
       type: dict
     fabricmanager:
-      description: C(required) (NVSwitches present), C(version) (the driver's) and C(nvswitch_count).
+      description:
+        - C(required) (NVSwitches present), C(version) and C(nvswitch_count).
+        - C(version) is O(nvidia_driver_fabricmanager_version), else O(nvidia_driver_version), else
+          null, which means the version of the driver the packages install.
       type: dict
     nvlsm:
       description: C(required) on NVLink5 NVSwitch systems (HGX B200/B300).
@@ -215,9 +163,21 @@ resolved:
     gpudirect:
       description: GPUDirect RDMA method, V(peermem), V(dmabuf) or V(none).
       type: str
+    ofed:
+      description: C(flavour), the RDMA stack the ofed role installs (V(doca), V(mlnx_ofed), V(inbox) or V(none)).
+      type: dict
     repository:
       description: C(family) (apt or dnf), C(distribution) (CUDA repository directory, e.g. C(debian12)) and C(arch).
       type: dict
+    decisions:
+      description:
+        - Each choice made for this node as C(decision), C(value) and C(reason) (the fact or the
+          variable it came from), in the order of an install.
+      type: list
+      elements: dict
+      sample:
+        - {decision: Fabric Manager, value: "yes, 580.95.05", reason: "4 NVSwitch(es) on PCI: NVSwitch systems need..."}
+        - {decision: GPUDirect RDMA, value: peermem, reason: ofed_flavour doca ships nvidia-peermem}
     packages:
       description:
         - Per component (C(driver_pinning), C(driver), C(driver_compute_only), C(fabricmanager),
@@ -233,53 +193,23 @@ resolved:
 import datetime
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuops.cluster.plugins.module_utils.stack import check_stack, errors, format_problems
-
-STACK_OPTIONS = (
-    "nvidia_driver_branch",
-    "nvidia_driver_version",
-    "nvidia_driver_kernel_module",
-    "nvidia_driver_fabricmanager_version",
-    "cuda_versions",
-    "cuda_default_version",
-    "cuda_forward_compat",
-    "cuda_minor_version_compat",
-    "cudnn_version",
-    "cudnn_cuda_major",
-    "nccl_version",
-    "ofed_flavour",
-    "ofed_gpudirect",
-    "dcgm_major",
-    "dcgm_cuda_major",
-    "kernel",
-    "distribution",
-    "distribution_major_version",
-    "cpu_architecture",
+from ansible_collections.gpuops.cluster.plugins.module_utils.stack import (
+    check_stack,
+    errors,
+    format_decisions,
+    format_problems,
 )
+from ansible_collections.gpuops.cluster.plugins.module_utils.stack_spec import STACK_SPEC, STACK_VARIABLES
+
+# The declared variables (stack_spec.py, written from the preflight role's argument specs) and the
+# node's facts the rules read.
+STACK_OPTIONS = (*STACK_VARIABLES, "kernel", "distribution", "distribution_major_version", "cpu_architecture")
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
-            "nvidia_driver_branch": {"type": "str", "required": True},
-            "nvidia_driver_version": {"type": "str"},
-            "nvidia_driver_kernel_module": {
-                "type": "str",
-                "choices": ["auto", "open", "proprietary"],
-                "default": "auto",
-            },
-            "nvidia_driver_fabricmanager_version": {"type": "str"},
-            "cuda_versions": {"type": "list", "elements": "str", "default": []},
-            "cuda_default_version": {"type": "str"},
-            "cuda_forward_compat": {"type": "bool", "default": True},
-            "cuda_minor_version_compat": {"type": "bool", "default": False},
-            "cudnn_version": {"type": "str"},
-            "cudnn_cuda_major": {"type": "int"},
-            "nccl_version": {"type": "str"},
-            "ofed_flavour": {"type": "str", "choices": ["doca", "mlnx_ofed", "inbox", "none"], "default": "none"},
-            "ofed_gpudirect": {"type": "str", "choices": ["auto", "peermem", "dmabuf", "none"], "default": "auto"},
-            "dcgm_major": {"type": "int"},
-            "dcgm_cuda_major": {"type": "int"},
+            **{name: dict(spec) for name, spec in STACK_SPEC.items()},
             "nvidia_gpu": {"type": "dict", "default": {}},
             "kernel": {"type": "str"},
             "distribution": {"type": "str", "required": True},
@@ -296,10 +226,17 @@ def main():
         datetime.date.fromisoformat(today)
     except ValueError:
         module.fail_json(msg=f"today: {today!r} is not a date; write it as YYYY-MM-DD or leave it empty.")
-    stack = {name: params[name] for name in STACK_OPTIONS}
+    stack = {name: None if params[name] == "" else params[name] for name in STACK_OPTIONS}
     problems, resolved = check_stack(stack, params["nvidia_gpu"], today=today)
     failed = errors(problems)
-    result = {"changed": False, "problems": problems, "error_count": len(failed), "resolved": resolved}
+    report = format_decisions(resolved["decisions"], "Decisions, with their reasons") if resolved else ""
+    result = {
+        "changed": False,
+        "problems": problems,
+        "error_count": len(failed),
+        "resolved": resolved,
+        "report": report,
+    }
     if failed and params["fail_on_error"]:
         module.fail_json(msg=format_problems(problems), **result)
     for item in problems if params["fail_on_error"] else []:

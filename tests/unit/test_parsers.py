@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from ansible_collections.gpuops.cluster.plugins.module_utils import ibstat, nvidia_smi, pci
+from ansible_collections.gpuops.cluster.plugins.module_utils import ibstat, nvidia_smi, pci, topology
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
 from conftest import FIXTURES, GPUSIM, PROFILE_NAMES, fixture, fixtures, profile_summary
 
@@ -126,10 +126,10 @@ def test_topo_na_affinity_and_absent_columns():
 
 
 def test_topo_high_nvlink_counts_rank_closer():
-    assert nvidia_smi.link_rank("NV18") < nvidia_smi.link_rank("NV4") < nvidia_smi.link_rank("PIX")
-    ranks = [nvidia_smi.link_rank(v) for v in ("X", "NV1", "PIX", "PXB", "PHB", "NODE", "SYS")]
+    assert topology.rank("NV18") < topology.rank("NV4") < topology.rank("PIX")
+    ranks = [topology.rank(v) for v in ("X", "NV1", "PIX", "PXB", "PHB", "NODE", "SYS")]
     assert ranks == sorted(ranks)
-    assert nvidia_smi.link_rank("SOC") == nvidia_smi.link_rank("SYS")
+    assert topology.rank("SOC") == topology.rank("SYS")
 
 
 @pytest.mark.parametrize("name", PROFILE_NAMES)

@@ -15,9 +15,12 @@ from ansible_collections.gpuops.cluster.plugins.modules import host_check, stack
 from module_harness import Node, run_module
 from test_stack_check import H100, V100
 
+# The stack options take the preflight role's defaults (stack_spec.py); an empty string is "none".
 STACK = {
     "nvidia_driver_branch": "580",
     "cuda_versions": ["12.8"],
+    "cudnn_version": "",
+    "nccl_version": "",
     "distribution": "Debian",
     "distribution_major_version": "12",
     "kernel": "6.1.0-28-amd64",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpuops.cluster.plugins.module_utils.stack_spec import STACK_VARIABLES
 from conftest import ROOT
 
 ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks" / "main.yml").exists())
@@ -44,16 +45,32 @@ def test_readme_documents_every_public_variable(role):
     assert not missing
 
 
-def test_shared_stack_variables_agree_across_roles():
-    """A stack variable declared by several roles has one type and one default everywhere."""
-    seen = {}
+def test_stack_variables_are_declared_once_in_preflight():
+    """No install role declares a stack variable; preflight's task passes each one to stack_check."""
+    _base, _defaults, specs = role_files("preflight")
+    assert set(STACK_VARIABLES) == {name for name in specs if not name.startswith("preflight_")}
     for role in ROLES:
-        _base, _defaults, specs = role_files(role)
-        for name, spec in specs.items():
-            if name.startswith(f"{role}_") or name.startswith("__"):
-                continue
-            key = (spec["type"], repr(spec["default"]))
-            assert seen.setdefault(name, key) == key, (role, name)
+        if role == "preflight":
+            continue
+        _base, defaults, specs = role_files(role)
+        assert not set(STACK_VARIABLES) & (set(defaults) | set(specs)), role
+    tasks = yaml.safe_load((ROOT / "roles" / "preflight" / "tasks" / "main.yml").read_text())
+    (check,) = [t for t in tasks if "gpuops.cluster.stack_check" in t]
+    passed = {name for name in check["gpuops.cluster.stack_check"] if name in STACK_VARIABLES}
+    assert passed == set(STACK_VARIABLES)
+    for name in STACK_VARIABLES:
+        assert check["gpuops.cluster.stack_check"][name] == "{{ " + name + " }}", name
+
+
+@pytest.mark.parametrize("script", ["stack_spec.py", "role_docs.py"])
+def test_files_derived_from_argument_specs_are_current(script):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "scripts" / script), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def run_preflight(tmp_path, extra_vars):

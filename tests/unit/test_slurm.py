@@ -19,12 +19,12 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import (
     cpu_topology,
     gpu_cores,
     group_nodes,
-    link_count,
     node_spec,
     number_list,
     parse_lscpu,
     real_memory,
 )
+from ansible_collections.gpuops.cluster.plugins.module_utils.topology import link_count
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lscpu"
 PROFILES = Path(__file__).resolve().parents[1] / "gpusim" / "profiles"

@@ -11,7 +11,12 @@ import pytest
 from ansible_collections.gpuops.cluster.plugins.module_utils import compat
 from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts
 from ansible_collections.gpuops.cluster.plugins.module_utils.pci import GPUS, classify, identify_gpu, parse_lspci
-from ansible_collections.gpuops.cluster.plugins.module_utils.stack import check_stack, errors, format_problems
+from ansible_collections.gpuops.cluster.plugins.module_utils.stack import (
+    check_stack,
+    errors,
+    format_decisions,
+    format_problems,
+)
 from conftest import GPUSIM
 
 TODAY = "2026-11-21"
@@ -726,3 +731,63 @@ def test_resolved_packages_exist_in_the_stand_in_repository(repo_builder):
         ):
             for package in resolved["packages"][component]:
                 assert package["name"] in available, (component, package)
+
+
+def decision(resolved, name):
+    (row,) = [r for r in resolved["decisions"] if r["decision"] == name]
+    return row
+
+
+def test_every_decision_carries_its_reason():
+    _problems, resolved = run(H100, nvidia_driver_version="580.95.05")
+    fm = decision(resolved, "Fabric Manager")
+    assert fm["value"] == "yes, 580.95.05"
+    assert fm["reason"].startswith("4 NVSwitch(es) on PCI")
+    assert decision(resolved, "kernel modules") == {
+        "decision": "kernel modules",
+        "value": "open",
+        "reason": resolved["kernel_module_reason"],
+    }
+    assert decision(resolved, "GPUDirect RDMA")["reason"] == "ofed_flavour doca ships nvidia-peermem"
+    assert decision(resolved, "DCGM")["reason"] == "follows the driver, which runs CUDA 13.0"
+    assert decision(resolved, "driver")["reason"] == "declared nvidia_driver_version"
+    for row in resolved["decisions"]:
+        assert row["reason"], row
+
+
+def test_fabric_manager_follows_a_declared_version_or_the_installed_driver():
+    _problems, resolved = run(H100)
+    assert resolved["fabricmanager"]["version"] is None
+    assert decision(resolved, "Fabric Manager")["value"] == "yes, the driver's installed version"
+    _problems, resolved = run(L40S)
+    assert decision(resolved, "Fabric Manager") == {
+        "decision": "Fabric Manager",
+        "value": "no",
+        "reason": "no NVSwitch on PCI",
+    }
+
+
+def test_a_host_without_gpus_says_so_and_why():
+    _problems, resolved = run({})
+    assert decision(resolved, "NVIDIA stack")["reason"].startswith("no NVIDIA GPU on PCI")
+
+
+def test_format_decisions_lines_up_the_columns():
+    _problems, resolved = run(H100, nvidia_driver_version="580.95.05")
+    text = format_decisions(resolved["decisions"], "Decisions on h100")
+    lines = text.splitlines()
+    assert lines[0] == "Decisions on h100"
+    assert len(lines) == len(resolved["decisions"]) + 1
+    column = lines[1].index("580.95.05")
+    assert all(line[column - 2 : column] == "  " for line in lines[1:])
+
+
+def test_dcgm_reason_names_the_pre_turing_cap():
+    _problems, resolved = run(V100)
+    assert resolved["dcgm"]["cuda_major"] == 12
+    assert decision(resolved, "DCGM")["reason"].startswith("capped at CUDA 12 for the pre-Turing GPUs (")
+
+
+def test_dcgm_3_is_refused_in_preflight_where_the_dcgm_role_would_fail():
+    problems, _resolved = run(H100, dcgm_major=3)
+    assert ("error", "dcgm_major") in [(p["severity"], p["variable"]) for p in problems]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from hosts import name
 
 PACKAGES = (
     "nvidia-container-toolkit",
@@ -17,10 +18,6 @@ PACKAGES = (
 )
 VERSION = {"ctk-docker": "1.18.0-1", "ctk-containerd": "1.18.0-1", "ctk-nodriver": "1.17.8-1"}
 GPUS = {"ctk-docker": 4, "ctk-containerd": 8}
-
-
-def name(host):
-    return host.backend.get_hostname()
 
 
 def only(host, *names):

@@ -9,15 +9,12 @@ import json
 import time
 
 import pytest
+from hosts import name
 
 DCGM = "1:4.4.1-1"
 CUDA_PACKAGE = {"dcgm-h100": "datacenter-gpu-manager-4-cuda13", "dcgm-v100": "datacenter-gpu-manager-4-cuda12"}
 PORT = {"dcgm-h100": 9400, "dcgm-v100": 9500}
 GPUS = {"dcgm-h100": 8, "dcgm-v100": 8}
-
-
-def name(host):
-    return host.backend.get_hostname()
 
 
 def gpu_node(host):

@@ -5,11 +5,6 @@ following, forward compatibility no longer needed."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "nvidia_driver" / "tests"))
-
 from driver_common import driver_packages, held, installed, smi_versions, upgradable
 
 NEW = "580.95.05"

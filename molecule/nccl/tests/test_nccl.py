@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import pytest
+from hosts import name
 
 HEAD = (
     "# gpuops.cluster.nccl derived these settings from {host}'s hardware facts; add or\n"
@@ -42,10 +43,6 @@ NCCL_CONF = {
 }
 NCCL_BUILD = "2.26.5-1+cuda12.8"
 HPCX = "/opt/hpcx/hpcx-v2.21-gcc-doca_ofed-debian12-cuda12-x86_64"
-
-
-def name(host):
-    return host.backend.get_hostname()
 
 
 def test_nccl_conf_is_exactly_what_the_hardware_gives(host):

@@ -5,16 +5,13 @@
 from __future__ import annotations
 
 import pytest
+from hosts import name
 
 DOCA = "2.9.1-018000-24.10-debian12"
 INBOX = ["rdma-core", "infiniband-diags", "ibverbs-utils", "perftest"]
 DOCA_PACKAGES = ["doca-ofed", "doca-ofed-userspace", "mlnx-ofed-kernel-utils", "mlnx-ofed-kernel-dkms"]
 PEERMEM = "/etc/modules-load.d/gpuops-nvidia-peermem.conf"
 SOURCE = "/etc/apt/sources.list.d/nvidia-doca.sources"
-
-
-def name(host):
-    return host.backend.get_hostname()
 
 
 def installed(host):

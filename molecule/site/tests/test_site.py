@@ -8,22 +8,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "resources" / "testlib"))
+from hosts import name
 from slurm_checks import accounted_gpu_job, assert_idle_with_gres
 
 HEAD = "demo-head"
 GPUS = {"demo-h100": 8, "demo-l40s": 4}
 GRES = {"demo-h100": "gpu:h100:8", "demo-l40s": "gpu:l40s:4"}
-
-
-def name(host):
-    return host.backend.get_hostname()
 
 
 def gpu_node(host):

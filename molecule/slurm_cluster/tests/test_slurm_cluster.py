@@ -7,12 +7,9 @@ jobs accounted in slurmdbd's MariaDB with their GPUs, and one node on SchedMD-st
 from __future__ import annotations
 
 import hashlib
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "resources" / "testlib"))
+from hosts import name
 from slurm_checks import accounted_gpu_job, assert_idle_with_gres
 
 CONTROLLER = "slurm-ctl"
@@ -34,10 +31,6 @@ GRES_CONF = (
         for i in range(4)
     ]
 )
-
-
-def name(host):
-    return host.backend.get_hostname()
 
 
 def controller(host):

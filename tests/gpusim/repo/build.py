@@ -58,7 +58,7 @@ REPOS = {
 }
 
 # Driver versions: two per branch. CUDA version is what each driver reports (the highest CUDA
-# it supports natively): R570 -> 12.8, R580 -> 13.0 (CUDA release notes, see nvidia_stack.md).
+# it supports natively): R570 -> 12.8, R580 -> 13.0 (CUDA release notes, compat.SOURCES['datacenter_drivers']).
 DRIVERS = {
     "570": (["570.133.20", "570.172.08"], "12.8"),
     "580": (["580.65.06", "580.95.05"], "13.0"),
