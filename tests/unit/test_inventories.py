@@ -105,10 +105,13 @@ def test_hk_keeps_its_secrets_in_the_vault():
 
 def test_vault_example_placeholders_are_refused_by_the_slurm_role():
     example = yaml.safe_load((HK / "group_vars/all/vault.yml.example").read_text())
+    slurm_vars = yaml.safe_load((ROOT / "roles/slurm/vars/main.yml").read_text())
+    munge = re.search(r"slurm_munge_key is match\('([^']+)'\)", slurm_vars["__slurm_munge_key_wellformed"]).group(1)
+    password = slurm_vars["__slurm_dbd_pass_pattern"]
+    assert "slurm_dbd_storage_pass is match(__slurm_dbd_pass_pattern)" in slurm_vars["__slurm_dbd_pass_wellformed"]
+    # ... and the role's check uses both.
     main = (ROOT / "roles/slurm/tasks/main.yml").read_text()
-    munge = re.search(r"slurm_munge_key is match\('([^']+)'\)", main).group(1)
-    password = yaml.safe_load((ROOT / "roles/slurm/vars/main.yml").read_text())["__slurm_dbd_pass_pattern"]
-    assert "slurm_dbd_storage_pass is match(__slurm_dbd_pass_pattern)" in main
+    assert "__slurm_munge_key_wellformed" in main and "__slurm_dbd_pass_wellformed" in main
     assert not re.match(munge, example["vault_slurm_munge_key"])
     assert not re.match(password, example["vault_slurm_dbd_storage_pass"])
 
