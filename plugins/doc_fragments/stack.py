@@ -102,4 +102,15 @@ options:
     description:
     - CUDA major of datacenter-gpu-manager-4-cudaN; empty follows the driver.
     type: int
+  dcgm_version:
+    description:
+    - DCGM version for every datacenter-gpu-manager-4-* package, such as 4.4.1 (epoch and revision added).
+    type: str
+    default: 4.4.1
+  dcgm_exporter_version:
+    description:
+    - The dcgm-exporter release, one NVIDIA built for dcgm_version (4.5.2 and 4.6.0 with DCGM 4.4.1, 4.1.3
+      with 4.2.3); preflight refuses another pair.
+    type: str
+    default: 4.5.2
 """

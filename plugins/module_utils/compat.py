@@ -37,6 +37,8 @@ SOURCES = {
     "nccl_packaging": "NVIDIA/nccl pkg/debian/changelog.in and the NCCL release notes "
     "(https://docs.nvidia.com/deeplearning/nccl/)",
     "dcgm": "DCGM installation guide (https://docs.nvidia.com/datacenter/dcgm/latest/)",
+    "dcgm_exporter": "NVIDIA dcgm-exporter image tags <dcgm>-<exporter> (nvcr.io/nvidia/k8s/dcgm-exporter, "
+    "github.com/NVIDIA/dcgm-exporter releases): 4.2.3-4.1.3, 4.4.1-4.5.2, 4.4.1-4.6.0",
     "fabric_manager": "Fabric Manager User Guide (https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/)",
     "driver_install": "NVIDIA Driver Installation Guide (https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/)",
     "gpudirect": "GPU Operator 'GPUDirect RDMA' and the nvidia-peermem notes of the driver README",
@@ -247,6 +249,8 @@ NCCL_BUILD_FLOOR = {  # architecture -> the oldest CUDA build with code for it
 # --- 5. DCGM, Fabric Manager, GPUDirect, OFED ------------------------------------------------------
 DCGM_MAJORS = {3: Row("dcgm", monolithic=True), 4: Row("dcgm", monolithic=False)}
 DCGM_PRE_TURING_CUDA = Row("dcgm", cuda_major=12)  # Volta and older on R580 use the -cuda12 packages
+# Each dcgm-exporter release and the DCGM it was built and tested with.
+DCGM_EXPORTER_BUILT_FOR = Row("dcgm_exporter", pairs={"4.1.3": "4.2.3", "4.5.2": "4.4.1", "4.6.0": "4.4.1"})
 NVLINK5_CAPABILITIES = Row("fabric_manager", capabilities=("10.0", "10.3"))  # HGX B200/B300 need nvlsm
 DMABUF = Row("gpudirect", kernel="5.12", cuda="11.7")
 PEERMEM_OFED = Row("gpudirect", flavours=("doca", "mlnx_ofed"))

@@ -22,6 +22,8 @@ CUDNN_RE = re.compile(r"(\d+)\.(\d+)(\.\d+){0,2}(-\d+)?(\+cuda(\d+\.\d+))?")
 NCCL_RE = re.compile(r"(\d+)\.(\d+)(\.\d+)?(-(\d+))?(\+cuda(\d+\.\d+))?")
 SEVERITIES = ("error", "warning")
 # Optional values checked by shape alone: (variable, pattern, what it should be, fix).
+# A DCGM 4 release as dcgm_version takes it: 4.4.1, with an optional epoch and revision.
+DCGM4_RE = re.compile(r"(?:[0-9]+:)?4\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.~+]+)?")
 OPTIONAL_FORMATS = (
     (
         "nvidia_driver_fabricmanager_version",
@@ -609,7 +611,7 @@ def _dcgm(c, stack, hw, native):
             "which replaces it (and removes DCGM 3 where it is installed).",
             "set dcgm_major: 4.",
         )
-        return {"major": major, "cuda_major": None}
+        return {"major": major, "cuda_major": None, "version": None, "exporter_version": None}
     want = _cuda_major(native) if native else None
     why = f"follows the driver, which runs CUDA {native}" if want else "no driver CUDA to follow"
     pre_turing = [m for m, arch in hw.known() if arch.last_cuda_major is not None]
@@ -628,7 +630,33 @@ def _dcgm(c, stack, hw, native):
             f"set dcgm_cuda_major: {want} (or leave it empty to follow the driver).",
         )
     c.reasons["dcgm"] = "declared dcgm_cuda_major" if declared else why
-    return {"major": major, "cuda_major": declared or want}
+    version, exporter = _dcgm_versions(c, stack)
+    return {"major": major, "cuda_major": declared or want, "version": version, "exporter_version": exporter}
+
+
+def _dcgm_versions(c, stack):
+    """dcgm_version and dcgm_exporter_version: DCGM 4 releases, and a pair NVIDIA built together."""
+    version = stack.get("dcgm_version")
+    exporter = stack.get("dcgm_exporter_version")
+    if version and not DCGM4_RE.fullmatch(str(version)):
+        c.error(
+            "dcgm_version",
+            f"{version!r} is not a DCGM 4 release.",
+            'write it as NVIDIA does, e.g. dcgm_version: "4.4.1" (the epoch and revision are added).',
+        )
+        return None, exporter
+    pairs = compat.DCGM_EXPORTER_BUILT_FOR.pairs
+    base = str(version or "").split(":", 1)[-1].split("-", 1)[0]
+    built_for = pairs.get(str(exporter or "").split("-", 1)[0])
+    if version and exporter and built_for and built_for != base:
+        c.error(
+            "dcgm_exporter_version",
+            f"dcgm-exporter {exporter} is built for DCGM {built_for}, not {base}.",
+            "set dcgm_version and dcgm_exporter_version to one of NVIDIA's pairs: "
+            + "; ".join(f"{dcgm} with exporter {exp}" for exp, dcgm in pairs.items())
+            + ".",
+        )
+    return version, exporter
 
 
 def _fabric(c, stack, hw, driver):
@@ -963,7 +991,9 @@ def decisions(resolved, stack, hw, reasons):
             dcgm = resolved["dcgm"]
             add(
                 "DCGM",
-                "{}{}".format(dcgm["major"], f", -cuda{dcgm['cuda_major']}" if dcgm["cuda_major"] else ""),
+                "{}{}".format(
+                    dcgm.get("version") or dcgm["major"], f", -cuda{dcgm['cuda_major']}" if dcgm["cuda_major"] else ""
+                ),
                 reasons.get("dcgm") or "declared dcgm_major",
             )
     add("GPUDirect RDMA", resolved["gpudirect"], reasons.get("gpudirect") or "declared ofed_gpudirect")

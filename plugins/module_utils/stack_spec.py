@@ -23,5 +23,7 @@ STACK_SPEC = {
     "ofed_gpudirect": {"type": "str", "choices": ["auto", "peermem", "dmabuf", "none"], "default": "auto"},
     "dcgm_major": {"type": "int", "choices": [3, 4], "default": 4},
     "dcgm_cuda_major": {"type": "int"},
+    "dcgm_version": {"type": "str", "default": "4.4.1"},
+    "dcgm_exporter_version": {"type": "str", "default": "4.5.2"},
 }
 STACK_VARIABLES = tuple(STACK_SPEC)

@@ -9,6 +9,7 @@ import json
 import re
 
 import yaml
+from ansible_collections.gpuops.cluster.plugins.module_utils import compat
 from conftest import GPUSIM, ROOT, load_script
 
 ROLE = ROOT / "roles" / "dcgm"
@@ -42,12 +43,9 @@ def test_default_collectors_are_dcgm_fields_with_prometheus_types():
 
 
 def test_the_pairing_table_knows_the_standin_pairs_and_the_defaults_pair():
-    pairs = {
-        str(k): str(v)
-        for k, v in yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__dcgm_exporter_pairs"].items()
-    }
+    pairs = compat.DCGM_EXPORTER_BUILT_FOR.pairs
     builder = load_script(GPUSIM / "repo" / "build.py", "gpusim_repo_build_pairs")
     for exporter, dcgm in builder.DCGM_EXPORTER.items():
         assert pairs[exporter.split("-")[0]] == dcgm.split(":")[1].split("-")[0]
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    defaults = yaml.safe_load((ROOT / "roles" / "preflight" / "defaults" / "main.yml").read_text())
     assert pairs[defaults["dcgm_exporter_version"]] == defaults["dcgm_version"]

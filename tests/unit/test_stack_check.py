@@ -551,7 +551,7 @@ def test_resolved_v100_proprietary_and_dcgm_cuda12_on_r580():
     assert resolved["kernel_module"] == "proprietary"
     assert names(resolved, "driver") == [("cuda-drivers-580", None)]
     assert names(resolved, "driver_compute_only") == [("libnvidia-compute-580", None), ("nvidia-dkms-580", None)]
-    assert resolved["dcgm"] == {"major": 4, "cuda_major": 12}
+    assert {k: resolved["dcgm"][k] for k in ("major", "cuda_major")} == {"major": 4, "cuda_major": 12}
     assert not resolved["fabricmanager"]["required"]
 
 
@@ -791,3 +791,13 @@ def test_dcgm_reason_names_the_pre_turing_cap():
 def test_dcgm_3_is_refused_in_preflight_where_the_dcgm_role_would_fail():
     problems, _resolved = run(H100, dcgm_major=3)
     assert ("error", "dcgm_major") in [(p["severity"], p["variable"]) for p in problems]
+
+
+def test_dcgm_versions_are_checked_against_nvidias_pairs():
+    problems, resolved = run(H100, dcgm_version="4.4.1", dcgm_exporter_version="4.5.2")
+    assert not errors(problems)
+    assert resolved["dcgm"]["version"] == "4.4.1" and resolved["dcgm"]["exporter_version"] == "4.5.2"
+    problems, _resolved = run(H100, dcgm_version="4.4.1", dcgm_exporter_version="4.1.3")
+    assert found(problems, "error", "dcgm_exporter_version", "dcgm-exporter 4.1.3 is built for DCGM 4.2.3, not 4.4.1")
+    problems, _resolved = run(H100, dcgm_version="3.3.9")
+    assert found(problems, "error", "dcgm_version", "'3.3.9' is not a DCGM 4 release")
