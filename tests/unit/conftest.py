@@ -19,6 +19,9 @@ if str(ROOT / ".collections") not in sys.path:
     sys.path.insert(0, str(ROOT / ".collections"))
 PROFILE_NAMES = sorted(p.stem for p in (GPUSIM / "profiles").glob("*.yml"))
 
+from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts  # noqa: E402
+from ansible_collections.gpuops.cluster.plugins.module_utils.pci import classify, parse_lspci  # noqa: E402
+
 
 def load_script(path: Path, name: str):
     """Import a script of the test harness (not a package) as a module."""
@@ -50,3 +53,8 @@ def fixtures(kind: str) -> list[Path]:
 
 def fixture(kind: str, name: str) -> str:
     return (FIXTURES / kind / name).read_text()
+
+
+def profile_facts(name: str) -> dict:
+    """nvidia_gpu facts of a gpusim profile before the driver (lspci only)."""
+    return build_gpu_facts(classify(parse_lspci((GPUSIM / "profiles" / name / "lspci-Dnn.txt").read_text())))

@@ -8,17 +8,17 @@ from __future__ import annotations
 import io
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 from ansible_collections.gpuops.cluster.plugins.module_utils import openpgp
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
 from ansible_collections.gpuops.cluster.plugins.modules import apt_source
+from conftest import GPUSIM
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from module_harness import Node, run_module
 
-KEYS = Path(__file__).resolve().parents[1] / "gpusim" / "keys"
+KEYS = GPUSIM / "keys"
 ARCHIVE_FPR = "DDD2F499504D61685FB2FDC94B9F49872D40B3F2"
 WRONG_FPR = "88A16F1370CB253F6D3BDAACBB42F09FF42E283A"
 needs_gpg = pytest.mark.skipif(shutil.which("gpg") is None, reason="gpg (gnupg) makes the reference keys")

@@ -9,15 +9,14 @@ import itertools
 
 import pytest
 from ansible_collections.gpuops.cluster.plugins.module_utils import compat
-from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts
-from ansible_collections.gpuops.cluster.plugins.module_utils.pci import GPUS, classify, identify_gpu, parse_lspci
+from ansible_collections.gpuops.cluster.plugins.module_utils.pci import GPUS, identify_gpu
 from ansible_collections.gpuops.cluster.plugins.module_utils.stack import (
     check_stack,
     errors,
     format_decisions,
     format_problems,
 )
-from conftest import GPUSIM
+from conftest import profile_facts
 
 TODAY = "2026-11-21"
 BASE = {
@@ -36,12 +35,6 @@ BASE = {
     "distribution_major_version": "12",
     "cpu_architecture": "x86_64",
 }
-
-
-def profile_facts(name):
-    """nvidia_gpu facts of a gpusim profile before the driver (lspci only)."""
-    text = (GPUSIM / "profiles" / name / "lspci-Dnn.txt").read_text()
-    return build_gpu_facts(classify(parse_lspci(text)))
 
 
 def synthetic(*models, nvswitches=0, hcas=()):

@@ -12,8 +12,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.cluster.plugins.filter.problems import problems_report
 from ansible_collections.gpuops.cluster.plugins.module_utils import host
 from ansible_collections.gpuops.cluster.plugins.modules import host_check, stack_check
+from conftest import profile_facts
 from module_harness import Node, run_module
-from test_stack_check import H100, V100
+
+H100, V100 = profile_facts("dgx-h100"), profile_facts("dgx1-v100")
 
 # The stack options take the preflight role's defaults (stack_spec.py); an empty string is "none".
 STACK = {

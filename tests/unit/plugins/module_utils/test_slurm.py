@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.cluster.plugins.filter.slurm_node_groups import slurm_node_groups
@@ -25,13 +23,14 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import (
     real_memory,
 )
 from ansible_collections.gpuops.cluster.plugins.module_utils.topology import link_count
+from conftest import FIXTURES, GPUSIM
 
-FIXTURES = Path(__file__).parent / "fixtures" / "lscpu"
-PROFILES = Path(__file__).resolve().parents[1] / "gpusim" / "profiles"
+LSCPU = FIXTURES / "lscpu"
+PROFILES = GPUSIM / "profiles"
 
 
 def fixture(name):
-    return (FIXTURES / name).read_text()
+    return (LSCPU / name).read_text()
 
 
 def profile(name, file):
