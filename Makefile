@@ -86,6 +86,10 @@ lint: venv
 	$(BIN)/python tests/scripts/stack_spec.py --check
 	@echo "==> the roles' README variables tables match their argument_specs"
 	$(BIN)/python tests/scripts/role_docs.py --check
+	@echo "==> the execution environment definition builds a context (ansible-builder create; pulls nothing)"
+	$(MAKE) --no-print-directory build >/dev/null
+	$(BIN)/ansible-builder create -f execution-environment.yml -c $(CACHE)/ee --output-filename Containerfile >/dev/null
+	test -s $(CACHE)/ee/Containerfile && test -n "$$(ls $(CACHE)/ee/_build/collection/gpuops-cluster-*.tar.gz)"
 
 # The stack variables are declared once, in the preflight role's argument specs; this writes the
 # files derived from them (stack_check's spec and docs, preflight's defaults and README table).
