@@ -128,6 +128,10 @@ def apt_candidate(policy_output):
     return match.group(1)
 
 
+# The argument spec entry of Host's option (documented by the gpuops.cluster.root fragment).
+ROOT_OPTION = {"root": {"type": "path", "default": "/"}}
+
+
 class Host:
     """The node's files under ``root`` (``/`` except in tests), read without failing."""
 

@@ -26,6 +26,7 @@ author:
   - gpuops.cluster maintainers (@gpuops-cluster)
 extends_documentation_fragment:
   - gpuops.cluster.dpkg
+  - gpuops.cluster.root
 options:
   name:
     description:
@@ -77,10 +78,6 @@ options:
     description: Seconds apt-get waits for the dpkg lock another process holds.
     type: int
     default: 60
-  root:
-    description: Where the node's file system is mounted. Only tests change it.
-    type: path
-    default: /
 seealso:
   - module: ansible.builtin.apt
   - module: gpuops.cluster.package_hold
@@ -145,7 +142,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.dpkg import (
     selection_changes,
     set_selections,
 )
-from ansible_collections.gpuops.cluster.plugins.module_utils.host import Host
+from ansible_collections.gpuops.cluster.plugins.module_utils.host import ROOT_OPTION, Host
 
 STATUS = "/var/lib/dpkg/status"
 
@@ -191,7 +188,7 @@ def main():
             "cache_valid_time": {"type": "int", "default": 0},
             "update_cache": {"type": "bool", "default": False},
             "lock_timeout": {"type": "int", "default": 60},
-            "root": {"type": "path", "default": "/"},
+            **ROOT_OPTION,
         },
         supports_check_mode=True,
     )

@@ -26,6 +26,7 @@ author:
   - gpuops.cluster maintainers (@gpuops-cluster)
 extends_documentation_fragment:
   - gpuops.cluster.dpkg
+  - gpuops.cluster.root
 options:
   name:
     description: Name of the repository; the files are C(NAME.sources) and C(NAME.asc) or C(NAME.gpg).
@@ -87,10 +88,6 @@ options:
     description: Seconds to wait for the key download.
     type: int
     default: 30
-  root:
-    description: Where the node's file system is mounted. Only tests change it.
-    type: path
-    default: /
 seealso:
   - module: ansible.builtin.deb822_repository
   - module: gpuops.cluster.apt_packages
@@ -161,7 +158,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
-from ansible_collections.gpuops.cluster.plugins.module_utils.host import Host
+from ansible_collections.gpuops.cluster.plugins.module_utils.host import ROOT_OPTION, Host
 from ansible_collections.gpuops.cluster.plugins.module_utils.openpgp import (
     MAX_KEY_FILE,
     is_armored,
@@ -251,7 +248,7 @@ def main():
             "update_cache": {"type": "bool", "default": True},
             "validate_certs": {"type": "bool", "default": True},
             "timeout": {"type": "int", "default": 30},
-            "root": {"type": "path", "default": "/"},
+            **ROOT_OPTION,
         },
         required_if=[("state", "present", ("uris", "key_url", "key_fingerprint"))],
         supports_check_mode=True,

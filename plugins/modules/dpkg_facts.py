@@ -17,11 +17,7 @@ author:
   - gpuops.cluster maintainers (@gpuops-cluster)
 extends_documentation_fragment:
   - gpuops.cluster.readonly
-options:
-  root:
-    description: Where the node's file system is mounted. Only tests change it.
-    type: path
-    default: /
+  - gpuops.cluster.root
 seealso:
   - module: ansible.builtin.package_facts
 """
@@ -52,13 +48,13 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.cluster.plugins.module_utils.dpkg import installed_packages
-from ansible_collections.gpuops.cluster.plugins.module_utils.host import Host
+from ansible_collections.gpuops.cluster.plugins.module_utils.host import ROOT_OPTION, Host
 
 STATUS = "/var/lib/dpkg/status"
 
 
 def main():
-    module = AnsibleModule(argument_spec={"root": {"type": "path", "default": "/"}}, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=dict(ROOT_OPTION), supports_check_mode=True)
     host = Host(module)
     status = host.read(STATUS)
     if status is None:

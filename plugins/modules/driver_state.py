@@ -20,15 +20,12 @@ author:
   - gpuops.cluster maintainers (@gpuops-cluster)
 extends_documentation_fragment:
   - gpuops.cluster.readonly
+  - gpuops.cluster.root
 options:
   branch:
     description: The driver branch the node should run, such as V(580).
     type: str
     required: true
-  root:
-    description: Where the node's file system is mounted. Only tests change it.
-    type: path
-    default: /
 seealso:
   - module: gpuops.cluster.stack_check
   - module: gpuops.cluster.gpu_facts
@@ -102,6 +99,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.cluster.plugins.module_utils.host import (
     CONTAINER_MARKS,
     NVIDIA_MODULES,
+    ROOT_OPTION,
     Host,
     branch_driver_version,
     dpkg_held,
@@ -122,7 +120,7 @@ def _container(host):
 
 def main():
     module = AnsibleModule(
-        argument_spec={"branch": {"type": "str", "required": True}, "root": {"type": "path", "default": "/"}},
+        argument_spec={"branch": {"type": "str", "required": True}, **ROOT_OPTION},
         supports_check_mode=True,
     )
     branch = module.params["branch"]

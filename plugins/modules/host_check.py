@@ -21,6 +21,7 @@ author:
   - gpuops.cluster maintainers (@gpuops-cluster)
 extends_documentation_fragment:
   - gpuops.cluster.readonly
+  - gpuops.cluster.root
 options:
   kernel:
     description: Kernel release to check headers for; empty means the running kernel.
@@ -44,10 +45,6 @@ options:
     type: list
     elements: path
     default: [/var/lib/dkms/mok.pub, /var/lib/shim-signed/mok/MOK.der]
-  root:
-    description: Where the node's file system is mounted. Only tests change it.
-    type: path
-    default: /
 seealso:
   - module: gpuops.cluster.stack_check
 """
@@ -122,6 +119,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.cluster.plugins.module_utils.commands import run
 from ansible_collections.gpuops.cluster.plugins.module_utils.host import (
+    ROOT_OPTION,
     SECURE_BOOT_VAR,
     Host,
     apt_candidate,
@@ -285,7 +283,7 @@ def main():
                 "no_log": False,  # paths of public keys, not secrets
                 "default": ["/var/lib/dkms/mok.pub", "/var/lib/shim-signed/mok/MOK.der"],
             },
-            "root": {"type": "path", "default": "/"},
+            **ROOT_OPTION,
         },
         supports_check_mode=True,
     )

@@ -19,6 +19,7 @@ author:
   - gpuops.cluster maintainers (@gpuops-cluster)
 extends_documentation_fragment:
   - gpuops.cluster.dpkg
+  - gpuops.cluster.root
 options:
   name:
     description: The packages, by name (C(nvidia-driver-580-open)), without version or architecture.
@@ -32,10 +33,6 @@ options:
     type: str
     choices: [held, released]
     default: held
-  root:
-    description: Where the node's file system is mounted. Only tests change it.
-    type: path
-    default: /
 seealso:
   - module: ansible.builtin.dpkg_selections
 """
@@ -72,7 +69,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.dpkg import (
     selection_changes,
     set_selections,
 )
-from ansible_collections.gpuops.cluster.plugins.module_utils.host import Host
+from ansible_collections.gpuops.cluster.plugins.module_utils.host import ROOT_OPTION, Host
 
 
 def main():
@@ -80,7 +77,7 @@ def main():
         argument_spec={
             "name": {"type": "list", "elements": "str", "required": True},
             "state": {"type": "str", "choices": ["held", "released"], "default": "held"},
-            "root": {"type": "path", "default": "/"},
+            **ROOT_OPTION,
         },
         supports_check_mode=True,
     )
