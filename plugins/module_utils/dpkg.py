@@ -119,7 +119,7 @@ def set_selections(module, read_status, names, target):
         )
 
 
-def installed_packages(status):
+def package_facts(status):
     """``{name: [{name, version, arch, source}]}`` of the packages dpkg's status file lists as installed."""
     packages = {}
     for fields in dpkg_stanzas(status):

@@ -134,8 +134,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.cluster.plugins.module_utils.dpkg import (
-    installed_packages,
     missing,
+    package_facts,
     package_states,
     parse_spec,
     present,
@@ -284,7 +284,7 @@ def main():
     if result["changed"] and not module.check_mode:
         status = read_status() or ""
         states = package_states(status, names)
-        result["ansible_facts"] = {"packages": installed_packages(status)}
+        result["ansible_facts"] = {"packages": package_facts(status)}
     result["versions"] = {
         name: states[name]["version"] if states.get(name, {}).get("state") == "installed" else None for name in names
     }

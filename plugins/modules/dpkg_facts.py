@@ -47,7 +47,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuops.cluster.plugins.module_utils.dpkg import installed_packages
+from ansible_collections.gpuops.cluster.plugins.module_utils.dpkg import package_facts
 from ansible_collections.gpuops.cluster.plugins.module_utils.host import ROOT_OPTION, Host
 
 STATUS = "/var/lib/dpkg/status"
@@ -62,7 +62,7 @@ def main():
             msg=f"{host.path(STATUS)} is missing: dpkg_facts reads Debian's package database; on other "
             "systems use ansible.builtin.package_facts."
         )
-    module.exit_json(changed=False, ansible_facts={"packages": installed_packages(status)})
+    module.exit_json(changed=False, ansible_facts={"packages": package_facts(status)})
 
 
 if __name__ == "__main__":
