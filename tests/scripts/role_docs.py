@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from stack_spec import between
 
 ROOT = Path(__file__).resolve().parents[2]
 BEGIN = "<!-- BEGIN variables: written from meta/argument_specs.yml by make role-docs -->"
@@ -42,11 +43,7 @@ def table(options):
 
 
 def rendered(readme, options):
-    text = readme.read_text()
-    head, sep, rest = text.partition(BEGIN + "\n")
-    if not sep or END not in rest:
-        raise SystemExit(f"{readme.relative_to(ROOT)}: the markers {BEGIN!r} and {END!r} are missing")
-    return head + BEGIN + "\n" + table(options) + rest[rest.index(END) :]
+    return between(readme.read_text(), table(options), BEGIN, END)
 
 
 def main():

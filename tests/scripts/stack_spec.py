@@ -87,9 +87,8 @@ def doc_fragment(options):
     )
 
 
-def between(text, block, comment):
-    """``text`` with the lines between its BEGIN and END markers replaced by ``block``."""
-    begin, end = comment.format(BEGIN), comment.format(END)
+def between(text, block, begin, end):
+    """``text`` with the lines between the ``begin`` and ``end`` marker lines replaced by ``block``."""
     head, sep, rest = text.partition(begin + "\n")
     if not sep or end not in rest:
         raise SystemExit(f"the markers {begin!r} and {end!r} are missing")
@@ -111,7 +110,7 @@ def outputs():
     return {
         ROOT / "plugins" / "module_utils" / "stack_spec.py": module_utils(options),
         ROOT / "plugins" / "doc_fragments" / "stack.py": doc_fragment(options),
-        defaults: between(defaults.read_text(), defaults_block(options), "# {}"),
+        defaults: between(defaults.read_text(), defaults_block(options), f"# {BEGIN}", f"# {END}"),
     }
 
 
