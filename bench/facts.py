@@ -26,11 +26,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / ".collections"))
 
 from ansible_collections.gpuops.cluster.plugins.module_utils import (  # noqa: E402
+    dcgm,
     gpu_inventory,
     ibstat,
+    nccl_tests,
     nvidia_smi,
     pci,
+    slurm,
 )
+from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError  # noqa: E402
 
 GPUSIM = ROOT / "tests" / "gpusim"
 FIXTURES = ROOT / "tests" / "unit" / "fixtures"
@@ -40,6 +44,29 @@ PARSERS = {
     "ibstat": ibstat.parse_ibstat,
     "ibdev2netdev": ibstat.parse_ibdev2netdev,
     "lspci": pci.parse_lspci,
+    "nvlink": nvidia_smi.parse_nvlink_status,
+    "smi_csv": nvidia_smi.parse_query_csv,
+    "nccl_tests": nccl_tests.parse_nccl_tests,
+    "dcgmi_diag": dcgm.parse_dcgmi_diag,
+    "slurmd_C": slurm.parse_slurmd_config,
+    "ibv_devinfo": ibstat.parse_ibv_devinfo,
+    "ibstatus": ibstat.parse_ibstatus,
+}
+# Hostile input for the validation parsers: 100k-character lines of what their patterns repeat.
+# Each must stay linear (a few ms), never backtrack.
+HOSTILE = {
+    "nvlink: a 100k-digit link speed": (nvidia_smi.parse_nvlink_status, "GPU 0: x (UUID: a)\n Link 0: " + "1" * 100000),
+    "query csv: 100k unit brackets": (nvidia_smi.parse_query_csv, "a\n" + "[" * 100000),
+    "nccl-tests: 50k-column row": (nccl_tests.parse_nccl_tests, "#  size count type busbw time time\n" + "1 " * 50000),
+    "nccl-tests: 100k-digit Avg line": (nccl_tests.parse_nccl_tests, "# Avg bus bandwidth : " + "1" * 100000 + "x"),
+    "dcgmi diag: a 200k-space row": (dcgm.parse_dcgmi_diag, "|" + " " * 100000 + "|" + " " * 100000),
+    "dcgmi diag: a 100k-dash section border": (dcgm.parse_dcgmi_diag, "|-" + "-" * 100000 + " a " + "-" * 1000),
+    "slurmd -C: 100k 'a=' words": (slurm.parse_slurmd_config, "NodeName=" + "a=" * 100000),
+    "ibv_devinfo: 20k PORT_ in a state": (ibstat.parse_ibv_devinfo, "hca_id: a\nport: 1\nstate: " + "PORT_A" * 20000),
+    "ibstatus: 50k words before a colon": (
+        ibstat.parse_ibstatus,
+        "Infiniband device 'a' port 1 status:\n" + "a " * 50000 + ":x",
+    ),
 }
 PROFILE_FILES = {
     "lspci": "lspci-Dnn.txt",
@@ -63,8 +90,23 @@ def parse_fixtures(repeat):
     print(f"{'parse (median of ' + str(repeat) + ')':<72} {'ms':>8}")
     for kind, parser in PARSERS.items():
         for path in sorted((FIXTURES / kind).iterdir()):
+            if "noheader" in path.name:
+                continue  # needs its field list
             text = path.read_text()
             print(f"  {kind + '/' + path.name:<70} {best_ms(lambda t=text, p=parser: p(t), repeat):8.3f}")
+
+
+def hostile(repeat):
+    print(f"\n{'hostile input (median of ' + str(repeat // 10) + ')':<72} {'ms':>8}")
+    for label, (parser, text) in HOSTILE.items():
+
+        def run(parser=parser, text=text):
+            try:
+                parser(text)
+            except ParseError:
+                pass
+
+        print(f"  {label:<70} {best_ms(run, max(3, repeat // 10)):8.3f}")
 
 
 def whole_node(repeat):
@@ -127,6 +169,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=200)
     args = parser.parse_args()
     parse_fixtures(args.repeat)
+    hostile(args.repeat)
     whole_node(args.repeat)
     module_wall(args.repeat)
 

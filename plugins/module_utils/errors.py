@@ -22,3 +22,22 @@ class ParseError(ValueError):
             where = " at line {}: {!r}".format(line_number, (line or "")[:200])
         prefix = f"{command}: " if command else ""
         super().__init__(f"{prefix}{message}{where}")
+
+
+# OpenMPI's --tag-output prefix ("[1,0]<stdout>:") on each line of a launched command.
+_MPI_TAG = "<stdout>:"
+
+
+def text_lines(text, command):
+    """The lines of a command's output, CRLF and OpenMPI's ``[1,0]<stdout>:`` tags taken off.
+
+    Raises :class:`ParseError` naming ``command`` when ``text`` is not a string.
+    """
+    if not isinstance(text, str):
+        raise ParseError(f"expected text, got {type(text).__name__}", command)
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    out = []
+    for line in lines:
+        tagged = line.startswith("[") and _MPI_TAG in line[:24]
+        out.append(line.split(_MPI_TAG, 1)[1] if tagged else line)
+    return out

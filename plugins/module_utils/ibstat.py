@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError, text_lines
 from ansible_collections.gpuops.cluster.plugins.module_utils.topology import natural_key
 
 IBSTAT_COMMAND = "ibstat"
@@ -171,3 +171,115 @@ def active_ports(cas):
             if port["state"] == "Active":
                 result.setdefault(port["link_layer"], []).append("{}:{}".format(ca["name"], port["port"]))
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# ibv_devinfo (rdma-core) and ibstatus (infiniband-diags)
+
+IBV_DEVINFO_COMMAND = "ibv_devinfo"
+IBSTATUS_COMMAND = "ibstatus"
+_DEVINFO_FIELD = re.compile(r"([a-z_]+):\s*(.*)\Z")
+_MTU = re.compile(r"(\d+)(?:\s*\(\d+\))?\Z")
+_PORT_STATE = re.compile(r"(PORT_[A-Z_]+)(?:\s*\(\d+\))?\Z")
+
+
+def _devinfo_int(value, key, number, line):
+    match = _MTU.match(value)
+    if not match:
+        raise ParseError(f"{key} is not a number: {value!r}", IBV_DEVINFO_COMMAND, number, line)
+    return int(match.group(1))
+
+
+def parse_ibv_devinfo(text):
+    """Parse ``ibv_devinfo``: ``[{"hca_id", "fw_ver", "board_id", "vendor_part_id" (int),
+    "ports": [{"port", "state" ("PORT_ACTIVE"...), "link_layer", "active_mtu", "max_mtu"}]}]``."""
+    hcas = []
+    hca = port = None
+    for number, line in enumerate(text_lines(text, IBV_DEVINFO_COMMAND), 1):
+        stripped = line.strip()
+        if not stripped or stripped == "Device ports:":
+            continue
+        match = _DEVINFO_FIELD.match(stripped)
+        if not match:
+            if stripped.startswith("No IB devices found"):
+                continue
+            raise ParseError("not a 'key: value' line", IBV_DEVINFO_COMMAND, number, line)
+        key, value = match.group(1), match.group(2).strip()
+        if key == "hca_id":
+            if any(known["hca_id"] == value for known in hcas):
+                raise ParseError(f"{value} is listed twice", IBV_DEVINFO_COMMAND, number, line)
+            hca = {"hca_id": value, "fw_ver": None, "board_id": None, "vendor_part_id": None, "ports": []}
+            hcas.append(hca)
+            port = None
+        elif hca is None:
+            raise ParseError(f"{key} before any hca_id", IBV_DEVINFO_COMMAND, number, line)
+        elif key == "port":
+            if not value.isascii() or not value.isdigit():
+                raise ParseError(f"port is not a number: {value!r}", IBV_DEVINFO_COMMAND, number, line)
+            port = {"port": int(value), "state": None, "link_layer": None, "active_mtu": None, "max_mtu": None}
+            hca["ports"].append(port)
+        elif key in ("fw_ver", "board_id") and port is None:
+            hca[key] = value
+        elif key == "vendor_part_id" and port is None:
+            hca[key] = _devinfo_int(value, key, number, line)
+        elif port is not None and key == "state":
+            state = _PORT_STATE.match(value)
+            if not state:
+                raise ParseError(f"unknown port state {value!r}", IBV_DEVINFO_COMMAND, number, line)
+            port["state"] = state.group(1)
+        elif port is not None and key in ("active_mtu", "max_mtu"):
+            port[key] = _devinfo_int(value, key, number, line)
+        elif port is not None and key == "link_layer":
+            port[key] = value
+    return hcas
+
+
+_IBSTATUS_DEVICE = re.compile(r"Infiniband device '([^']+)' port (\d+) status:\Z")
+_IBSTATUS_FIELD = re.compile(r"([a-z_ ]+?):\s+(.*)\Z")
+_IBSTATUS_STATE = re.compile(r"\d+:\s*(\S+)\Z")
+_IBSTATUS_RATE = re.compile(r"(\d+(?:\.\d+)?) Gb/sec\b")
+
+
+def parse_ibstatus(text):
+    """Parse ``ibstatus``: ``[{"name", "port", "state" ("ACTIVE"...), "phys_state" ("LinkUp"...),
+    "rate" (Gb/s, a number), "link_layer"}]``, one per port."""
+    ports = []
+    current = None
+    for number, line in enumerate(text_lines(text, IBSTATUS_COMMAND), 1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        match = _IBSTATUS_DEVICE.match(stripped)
+        if match:
+            current = {
+                "name": match.group(1),
+                "port": int(match.group(2)),
+                "state": None,
+                "phys_state": None,
+                "rate": None,
+                "link_layer": None,
+            }
+            if any(p["name"] == current["name"] and p["port"] == current["port"] for p in ports):
+                raise ParseError("a port is listed twice", IBSTATUS_COMMAND, number, line)
+            ports.append(current)
+            continue
+        match = _IBSTATUS_FIELD.match(stripped)
+        if not match:
+            raise ParseError("not a device header or a 'key: value' line", IBSTATUS_COMMAND, number, line)
+        if current is None:
+            raise ParseError("a field before any 'Infiniband device' line", IBSTATUS_COMMAND, number, line)
+        key, value = match.group(1), match.group(2).strip()
+        if key in ("state", "phys state"):
+            state = _IBSTATUS_STATE.match(value)
+            if not state:
+                raise ParseError(f"{key} is not 'N: NAME': {value!r}", IBSTATUS_COMMAND, number, line)
+            current["state" if key == "state" else "phys_state"] = state.group(1)
+        elif key == "rate":
+            rate = _IBSTATUS_RATE.match(value)
+            if not rate:
+                raise ParseError(f"rate is not 'N Gb/sec': {value!r}", IBSTATUS_COMMAND, number, line)
+            value = float(rate.group(1))
+            current["rate"] = int(value) if value.is_integer() else value
+        elif key == "link_layer":
+            current["link_layer"] = value
+    return ports

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError, text_lines
 from ansible_collections.gpuops.cluster.plugins.module_utils.topology import rank as cell_rank
 
 TOPO_COMMAND = "nvidia-smi topo -m"
@@ -310,3 +310,103 @@ def parse_query_xml(text):
         "attached_gpus": _number(_text(root, "attached_gpus")),
         "gpus": gpus,
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# nvidia-smi nvlink -s
+
+NVLINK_COMMAND = "nvidia-smi nvlink -s"
+_NVLINK_GPU = re.compile(r"GPU (\d+): (.*?) \(UUID: ([^)]*)\)\Z")
+_NVLINK_LINK = re.compile(r"Link (\d+): (.*)\Z")
+_NVLINK_SPEED = re.compile(r"(\d+(?:\.\d+)?) GB/s\Z")
+
+
+def parse_nvlink_status(text):
+    """Parse ``nvidia-smi nvlink -s``: ``{gpu_index: {"name", "uuid", "links": [GB/s or None]}}``.
+
+    Links are in link order; an ``<inactive>`` link is None. A GPU without NVLink prints no
+    links (an empty list); a machine without NVLink prints nothing at all (an empty dict).
+    """
+    gpus = {}
+    current = None
+    for number, line in enumerate(text_lines(text, NVLINK_COMMAND), 1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        match = _NVLINK_GPU.match(stripped)
+        if match:
+            index = int(match.group(1))
+            if index in gpus:
+                raise ParseError(f"GPU {index} is listed twice", NVLINK_COMMAND, number, line)
+            current = gpus[index] = {"name": match.group(2), "uuid": match.group(3), "links": []}
+            continue
+        match = _NVLINK_LINK.match(stripped)
+        if not match:
+            raise ParseError("not a 'GPU n: ...' or 'Link n: ...' line", NVLINK_COMMAND, number, line)
+        if current is None:
+            raise ParseError("a link before any GPU", NVLINK_COMMAND, number, line)
+        link, value = int(match.group(1)), match.group(2).strip()
+        if link != len(current["links"]):
+            raise ParseError(
+                "link {} follows link {}".format(link, len(current["links"]) - 1), NVLINK_COMMAND, number, line
+            )
+        if value.lower() == "<inactive>":
+            current["links"].append(None)
+            continue
+        speed = _NVLINK_SPEED.match(value)
+        if not speed:
+            raise ParseError(f"link speed {value!r} is neither 'N GB/s' nor <inactive>", NVLINK_COMMAND, number, line)
+        current["links"].append(float(speed.group(1)))
+    return gpus
+
+
+# ---------------------------------------------------------------------------------------------
+# nvidia-smi --query-gpu=... --format=csv
+
+QUERY_CSV_COMMAND = "nvidia-smi --query-gpu=... --format=csv"
+_CSV_UNIT = re.compile(r"\s*\[[^\]]*\]\Z")
+_CSV_NA = ("N/A", "[N/A]", "[Not Supported]", "Not Supported", "[Unknown Error]", "")
+_CSV_NUMBER = re.compile(r"(-?\d+(?:\.\d+)?)(?: ?(?:%|MiB|MHz|W|C|GB/s|KB/s|x))?\Z")
+
+
+def _csv_value(cell):
+    value = cell.strip()
+    if value in _CSV_NA:
+        return None
+    match = _CSV_NUMBER.match(value)
+    if match:
+        number = match.group(1)
+        return float(number) if "." in number else int(number)
+    return value
+
+
+def parse_query_csv(text, fields=None):
+    """Parse ``nvidia-smi --query-gpu=... --format=csv``: one dict per GPU row.
+
+    Keys are the header's field names without their unit (``memory.total [MiB]`` ->
+    ``memory.total``); values have their unit taken off and are numbers where they are numbers;
+    ``N/A``, ``[N/A]`` and ``[Not Supported]`` are None. Output without a header
+    (``--format=csv,noheader``) needs ``fields``, the list the command was given.
+    """
+    rows = []
+    header = list(fields) if fields else None
+    for number, line in enumerate(text_lines(text, QUERY_CSV_COMMAND), 1):
+        if not line.strip():
+            continue
+        cells = line.split(",")
+        if header is None:
+            header = [_CSV_UNIT.sub("", cell.strip()) for cell in cells]
+            if not all(header) or len(set(header)) != len(header):
+                raise ParseError("the header has an empty or repeated field name", QUERY_CSV_COMMAND, number, line)
+            continue
+        if fields and not rows and [_CSV_UNIT.sub("", c.strip()) for c in cells] == header:
+            continue  # the header line of a run that printed one after all
+        if len(cells) != len(header):
+            raise ParseError(
+                f"{len(cells)} values where the header has {len(header)} fields",
+                QUERY_CSV_COMMAND,
+                number,
+                line,
+            )
+        rows.append({name: _csv_value(cell) for name, cell in zip(header, cells)})
+    return rows

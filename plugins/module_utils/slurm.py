@@ -18,7 +18,7 @@ becomes ``Cores=0-55``.
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError, text_lines
 from ansible_collections.gpuops.cluster.plugins.module_utils.hostlist import hostlist_compress
 from ansible_collections.gpuops.cluster.plugins.module_utils.topology import link_count
 
@@ -246,3 +246,58 @@ def group_nodes(specs):
         ({"nodes": hostlist_compress(group["hosts"]), "spec": group["spec"]} for group in groups),
         key=lambda group: group["nodes"],
     )
+
+
+SLURMD_C_COMMAND = "slurmd -C"
+_SLURMD_INT_KEYS = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore", "RealMemory")
+_SLURMD_KEYS = ("NodeName", *_SLURMD_INT_KEYS, "Gres")
+
+
+def parse_slurmd_config(text):
+    """Parse ``slurmd -C``: the NodeName line's keys (``NodeName``, ``CPUs``, ``Boards``,
+    ``SocketsPerBoard``, ``CoresPerSocket``, ``ThreadsPerCore``, ``RealMemory`` as ints, ``Gres``
+    as a string or None). Other lines (``UpTime=``, ``Found gpu:...``) are ignored.
+    """
+    found = None
+    for number, line in enumerate(text_lines(text, SLURMD_C_COMMAND), 1):
+        words = line.split()
+        if not words or not words[0].startswith("NodeName="):
+            continue
+        if found is not None:
+            raise ParseError("a second NodeName line", SLURMD_C_COMMAND, number, line)
+        values = {}
+        for word in words:
+            key, sep, value = word.partition("=")
+            if not sep or not key:
+                raise ParseError(f"{word!r} is not Key=Value", SLURMD_C_COMMAND, number, line)
+            if key in _SLURMD_INT_KEYS:
+                if not value.isascii() or not value.isdigit():
+                    raise ParseError(f"{key} is not a number: {value!r}", SLURMD_C_COMMAND, number, line)
+                values[key] = int(value)
+            else:
+                values[key] = value
+        found = {key: values.get(key) for key in _SLURMD_KEYS}
+        missing = [key for key in ("CPUs", "RealMemory") if found[key] is None]
+        if missing:
+            raise ParseError("the NodeName line has no " + " or ".join(missing), SLURMD_C_COMMAND, number, line)
+    if found is None:
+        raise ParseError("no NodeName= line; is slurmd installed?", SLURMD_C_COMMAND)
+    return found
+
+
+def compare_node(declared, measured, headroom_mib=0):
+    """Differences between the node line we generated (``declared``: the keys of
+    :func:`parse_slurmd_config`) and what ``slurmd -C`` measures, as a list of
+    ``{"key", "declared", "measured"}``. Every count must match. ``RealMemory`` must not promise
+    more than the node has, nor less than the node's memory minus ``headroom_mib`` (the headroom
+    :func:`real_memory` subtracts) and 1 % for what the kernel reports differently."""
+    differences = []
+    for key in ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore"):
+        if declared.get(key) is not None and measured.get(key) is not None and declared[key] != measured[key]:
+            differences.append({"key": key, "declared": declared[key], "measured": measured[key]})
+    real, have = declared.get("RealMemory"), measured.get("RealMemory")
+    if real is not None and have is not None:
+        floor = have - int(headroom_mib) - max(64, have // 100)
+        if real > have or real < floor:
+            differences.append({"key": "RealMemory", "declared": real, "measured": have})
+    return differences

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.cluster.plugins.module_utils import ibstat, nvidia_smi, pci
+from ansible_collections.gpuops.cluster.plugins.module_utils import dcgm, ibstat, nccl_tests, nvidia_smi, pci, slurm
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
 from conftest import GPUSIM, PROFILE_NAMES, fixtures
 from hypothesis import HealthCheck, given, settings
@@ -17,12 +17,21 @@ PARSERS = {
     "ibstat": (ibstat.parse_ibstat, "ibstat.txt"),
     "ibdev2netdev": (ibstat.parse_ibdev2netdev, "ibdev2netdev.txt"),
     "lspci": (pci.parse_lspci, "lspci-Dnn.txt"),
+    # The validation parsers: real captures only (the gpusim outputs of these are generated).
+    "nvlink": (nvidia_smi.parse_nvlink_status, None),
+    "smi_csv": (nvidia_smi.parse_query_csv, None),
+    "nccl_tests": (nccl_tests.parse_nccl_tests, None),
+    "dcgmi_diag": (dcgm.parse_dcgmi_diag, None),
+    "slurmd_C": (slurm.parse_slurmd_config, None),
+    "ibv_devinfo": (ibstat.parse_ibv_devinfo, None),
+    "ibstatus": (ibstat.parse_ibstatus, None),
 }
 
 
 def corpus(kind):
     texts = [path.read_text() for path in fixtures(kind)]
-    texts += [(GPUSIM / "profiles" / name / PARSERS[kind][1]).read_text() for name in PROFILE_NAMES]
+    if PARSERS[kind][1]:
+        texts += [(GPUSIM / "profiles" / name / PARSERS[kind][1]).read_text() for name in PROFILE_NAMES]
     return texts
 
 
