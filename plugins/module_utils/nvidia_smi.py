@@ -239,6 +239,31 @@ def _mode(value):
     return value.lower() if value else None
 
 
+def _yes(node, path):
+    value = _text(node, path)
+    if value is None:
+        return None
+    return value.lower() == "yes"
+
+
+def _ecc(element):
+    """Pending row remaps and page retirements, and the volatile uncorrectable ECC count."""
+    volatile = element.find("ecc_errors/volatile")
+    uncorrectable = None
+    if volatile is not None:
+        for child in volatile.iter():
+            if "uncorrectable" in child.tag or child.tag == "double_bit":
+                count = _number(_text(child, ".")) if len(child) == 0 else _number(_text(child, "total"))
+                if count is not None:
+                    uncorrectable = (uncorrectable or 0) + count
+    return {
+        "remapped_rows_pending": _yes(element, "remapped_rows/remapped_row_pending"),
+        "remapped_rows_failure": _yes(element, "remapped_rows/remapped_row_failure"),
+        "retired_pages_pending": _yes(element, "retired_pages/pending_retirement"),
+        "volatile_uncorrectable": uncorrectable,
+    }
+
+
 def parse_query_xml(text):
     """Parse ``nvidia-smi -q -x``: ``{"driver_version", "cuda_version", "gpus": [...]}``.
 
@@ -246,7 +271,9 @@ def parse_query_xml(text):
     ``name``, ``pci_bus_id``, ``pci_device_id`` (the 4 hex digits of the device), ``minor_number``,
     ``memory_total_mib``, ``mig_mode`` (``enabled``/``disabled``/None), ``mig_devices``,
     ``virtualization_mode``, ``architecture`` (as the driver prints it, or None on old drivers),
-    ``persistence_mode``, ``vbios_version``, ``serial``, ``module_id`` and ``pcie``.
+    ``persistence_mode``, ``vbios_version``, ``serial``, ``module_id``, ``pcie``, ``performance_state``
+    and ``ecc`` (``remapped_rows_pending``, ``remapped_rows_failure``, ``retired_pages_pending``:
+    bools or None where N/A; ``volatile_uncorrectable``: the volatile uncorrectable count, or None).
     """
     if not isinstance(text, str):
         raise ParseError(f"expected text, got {type(text).__name__}", QUERY_COMMAND)
@@ -296,6 +323,8 @@ def parse_query_xml(text):
                 "vbios_version": _text(element, "vbios_version"),
                 "serial": _text(element, "serial"),
                 "module_id": _number(_text(element, "platformInfo/module_id") or _text(element, "gpu_module_id")),
+                "performance_state": _text(element, "performance_state"),
+                "ecc": _ecc(element),
                 "pcie": {
                     "max_gen": _number(_text(element, "pci/pci_gpu_link_info/pcie_gen/max_link_gen")),
                     "current_gen": _number(_text(element, "pci/pci_gpu_link_info/pcie_gen/current_link_gen")),

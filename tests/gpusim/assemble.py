@@ -243,6 +243,7 @@ class Profile:
         g = self.gpu
         mig = "Disabled" if g["mig_capable"] else "N/A"
         gen = {"Volta": 3, "Ada Lovelace": 4}.get(g["architecture"], 5)  # PCIe generation
+        volta = g["architecture"] == "Volta"
         out = [
             '<?xml version="1.0" ?>',
             '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">',
@@ -320,6 +321,22 @@ class Profile:
                 "\t\t\t<current_ecc>Enabled</current_ecc>",
                 "\t\t\t<pending_ecc>Enabled</pending_ecc>",
                 "\t\t</ecc_mode>",
+                "\t\t<ecc_errors>",
+                "\t\t\t<volatile>",
+                "\t\t\t\t<sram_correctable>0</sram_correctable>",
+                "\t\t\t\t<sram_uncorrectable>0</sram_uncorrectable>",
+                "\t\t\t\t<dram_correctable>0</dram_correctable>",
+                "\t\t\t\t<dram_uncorrectable>0</dram_uncorrectable>",
+                "\t\t\t</volatile>",
+                "\t\t</ecc_errors>",
+                "\t\t<retired_pages>",
+                # Volta retires pages; Ampere and later remap rows instead (N/A here, as on the H100 capture).
+                f"\t\t\t<pending_retirement>{'No' if volta else 'N/A'}</pending_retirement>",
+                "\t\t</retired_pages>",
+                "\t\t<remapped_rows>",
+                f"\t\t\t<remapped_row_pending>{'N/A' if volta else 'No'}</remapped_row_pending>",
+                f"\t\t\t<remapped_row_failure>{'N/A' if volta else 'No'}</remapped_row_failure>",
+                "\t\t</remapped_rows>",
                 "\t\t<temperature>",
                 "\t\t\t<gpu_temp>31 C</gpu_temp>",
                 "\t\t</temperature>",
@@ -362,6 +379,9 @@ class Profile:
             "nvswitch_count": len(self.nvswitch_bus),
             "nics": [{k: nic[k] for k in ("name", "netdev", "link_layer", "state", "rate")} for nic in self.nics],
             "profile_driver_version": PROFILE_DRIVER,
+            # What the stand-in nvidia-smi nvlink and nccl-tests report (the hardware's figures).
+            "nvlink": self.spec.get("nvlink"),
+            "nccl_busbw": self.spec["nccl_busbw"]["value"],
         }
 
     def outputs(self) -> dict[str, str]:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ansible_collections.gpuops.cluster.plugins.module_utils import slurm
 from hosts import name
 from slurm_checks import accounted_gpu_job, assert_idle_with_gres
 
@@ -123,3 +124,154 @@ def test_demo_summary_reads_the_cluster_back(host):
     assert "demo-h100: CUDA_VISIBLE_DEVICES=0,1" in text
     assert re.search(r"^\d+\|COMPLETED\|demo-h100\|.*gres/gpu:h100=2", text, re.M)
     assert "Prometheus on demo-head: 12 GPUs report DCGM metrics" in text
+
+
+# --- validation (roles/validate): the converge's gate, then the side effect's faulted and healed runs
+
+
+REPORTS = Path(os.environ.get("GPUOPS_VALIDATE_REPORT_DIR", "validate-report"))
+# What each injected fault must fail (molecule/site/side_effect.yml), and nothing else.
+INJECTED = {
+    "demo-h100": {
+        ("nvlink", "GPU3"),
+        ("pcie", "GPU5"),
+        ("ib_ports", "mlx5_4:1"),
+        ("hca_firmware", "mlx5_9"),
+        ("xid", "GPU2"),
+    },
+    "demo-l40s": {("dcgm_diag", "software"), ("nccl_node", "demo-l40s")},
+}
+
+
+def report(which):
+    folder = REPORTS if which == "converge" else REPORTS.parent / f"validate-{which}"
+    return json.loads((folder / "validation.json").read_text()), (folder / "validation.html").read_text()
+
+
+def failed(node):
+    return {(c["check"], c["subject"]) for c in node["checks"] if c["verdict"] == "fail"}
+
+
+def test_the_converged_cluster_passes_the_gate_with_thresholds_from_its_hardware(host):
+    head(host)
+    data, _html = report("converge")
+    assert data["verdict"] == "pass", data["findings"]
+    assert sorted(data["nodes"]) == ["demo-h100", "demo-l40s"] and not data["drain"]
+    checks = {h: {c["check"]: c for c in n["checks"]} for h, n in data["nodes"].items()}
+    h100, l40s = checks["demo-h100"], checks["demo-l40s"]
+    # The single-node floor comes from 18 NVLink 4 links at 26.562 GB/s (dgx-h100), the published
+    # 476 GB/s is what the stand-in nccl-tests reaches; the L40S node has no NVLink at all.
+    assert h100["nccl_node"]["verdict"] == "pass" and h100["nccl_node"]["floor"] == 435.4
+    assert "18 NVLink links x 26.562" in h100["nccl_node"]["reason"]
+    assert l40s["nvlink"]["verdict"] == "skip" and "PCIe only" in l40s["nccl_node"]["reason"]
+    assert h100["ib_ports"]["subject"] == "8 InfiniBand port(s)" and l40s["ib_ports"]["subject"] == "1 Ethernet port(s)"
+    for node in (h100, l40s):
+        for check in (
+            "gpu_count",
+            "driver_version",
+            "persistence_mode",
+            "ecc",
+            "xid",
+            "pcie",
+            "nccl_hcas",
+            "dcgm_diag",
+            "hca_firmware",
+        ):
+            assert node[check]["verdict"] == "pass", (check, node[check])
+        # The demo's slurmd takes slurm.conf's counts (config_overrides): visibly skipped.
+        assert node["slurmd"]["verdict"] == "skip" and "config_overrides" in node["slurmd"]["reason"]
+    cluster = {c["subject"]: c for c in data["cluster"]["checks"]}
+    assert "the only node on the InfiniBand fabric" in cluster["demo-h100"]["reason"]
+
+
+def test_each_injected_fault_fails_exactly_its_own_check(host):
+    head(host)
+    data, _html = report("faulted")
+    assert data["verdict"] == "fail"
+    for node, expected in INJECTED.items():
+        assert failed(data["nodes"][node]) == expected, node
+    h100 = {(c["check"], c["subject"]): c for c in data["nodes"]["demo-h100"]["checks"]}
+    assert "inactive: link 5" in h100[("nvlink", "GPU3")]["measured"]
+    assert (h100[("pcie", "GPU5")]["expected"], h100[("pcie", "GPU5")]["measured"]) == ("Gen5 x16", "Gen3 x8")
+    assert h100[("ib_ports", "mlx5_4:1")]["measured"] == "200 Gb/s"
+    assert (h100[("hca_firmware", "mlx5_9")]["expected"], h100[("hca_firmware", "mlx5_9")]["measured"]) == (
+        "28.39.1002",
+        "28.37.1014",
+    )
+    assert "Xid 79 (GPU has fallen off the bus)" == h100[("xid", "GPU2")]["measured"]
+    l40s = {(c["check"], c["subject"]): c for c in data["nodes"]["demo-l40s"]["checks"]}
+    assert "inforom is corrupt" in l40s[("dcgm_diag", "software")]["reason"]
+    assert l40s[("nccl_node", "demo-l40s")]["verdict"] == "fail"
+
+
+def test_the_gate_drains_exactly_the_failing_nodes_with_their_checks_as_the_reason(host):
+    head(host)
+    data, _html = report("faulted")
+    folder = REPORTS.parent / "validate-faulted"
+    states = {}
+    for line in (folder / "sinfo.txt").read_text().splitlines():
+        node, state, reason = line.split("|", 2)
+        states[node] = (state, reason)
+    for node, expected in INJECTED.items():
+        state, reason = states[node]
+        assert state.startswith("drain"), (node, state)
+        assert reason == data["drain"][node]
+        assert reason.startswith("gpuops-validate: ")
+        assert {tuple(item.split(" ", 1)) for item in reason[len("gpuops-validate: ") :].split(", ")} == expected
+    message = json.loads((folder / "failure.json").read_text())
+    assert message[0].startswith("Validation failed on demo-h100, demo-l40s")
+    assert len(message) == 1 + sum(len(v) for v in INJECTED.values())
+
+
+def test_the_report_shows_each_fault_to_a_person(host):
+    head(host)
+    _data, html = report("faulted")
+    assert html.startswith("<!DOCTYPE html>") and "<script" not in html
+    assert 'src="http' not in html and "<link" not in html  # self-contained: nothing fetched
+    for text in (
+        "demo-h100",
+        "demo-l40s",
+        "inactive: link 5",
+        "Gen3 x8",
+        "28.37.1014",
+        "Xid 79",
+        "inforom is corrupt",
+        "drain: gpuops-validate: ",
+        "bus bandwidth",
+    ):
+        assert text in html, text
+    # A bandwidth plot and a topology picture per node (matplotlib SVG, text kept as text).
+    assert html.count("<svg") >= 4
+    assert "NVSwitch0" in html and "mlx5_11" in html and "NUMA1" in html
+
+
+def test_the_healed_cluster_passes_and_is_resumed(host):
+    head(host)
+    data, _html = report("healed")
+    assert data["verdict"] == "pass", data["findings"]
+    assert sorted(data["resume"]) == ["demo-h100", "demo-l40s"]
+    states = host.check_output("sinfo -h -N -o '%N|%t'").split()
+    for node in INJECTED:
+        assert not any(line.startswith(node + "|drain") for line in states), states
+
+
+def test_slurmd_c_of_the_real_slurm_matches_the_node_line_built_from_the_same_hardware(host):
+    """The slurmd comparison, honestly: Slurm's own slurmd -C sees the container's real CPUs and
+    memory, not the profile's, so the NodeName values are built here from the same real hardware
+    (the real lscpu, not gpusim's, and /proc/meminfo) the way the slurm role builds them."""
+    gpu_node(host)
+    measured = slurm.parse_slurmd_config(host.check_output("slurmd -C"))
+    topology = slurm.cpu_topology(slurm.parse_lscpu(host.check_output("/usr/bin/lscpu -p=CPU,CORE,SOCKET,NODE")))
+    memtotal = int(re.search(r"MemTotal:\s+(\d+) kB", host.file("/proc/meminfo").content_string).group(1)) // 1024
+    real = slurm.real_memory(memtotal, 5, 1024)
+    declared = {
+        "CPUs": topology["cpus"],
+        "Boards": topology["boards"],
+        "SocketsPerBoard": topology["sockets_per_board"],
+        "CoresPerSocket": topology["cores_per_socket"],
+        "ThreadsPerCore": topology["threads_per_core"],
+        "RealMemory": real,
+    }
+    assert slurm.compare_node(declared, measured, memtotal - real) == []
+    # And the comparison catches a wrong line: the profile's counts are not the container's.
+    assert slurm.compare_node(dict(declared, CPUs=declared["CPUs"] + 1), measured, memtotal - real)

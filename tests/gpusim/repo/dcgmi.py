@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 # gpusim stand-in for dcgmi, shipped by the stand-in datacenter-gpu-manager-4-core: `dcgmi discovery -l`
 # [--host HOST[:PORT]] connects to nv-hostengine (127.0.0.1:5555 by default) and lists the GPUs the
-# driver reports; like the real one it fails when the host engine does not answer.
+# driver reports; like the real one it fails when the host engine does not answer. `dcgmi diag -r N
+# [-j]` prints DCGM 4's JSON (the shape of DCGM's dcgm_diag_schema.json) or its table, with the
+# tests of level N; a test named in /etc/gpusim/faults.json ("dcgm_fail": {test, gpu, warning}) fails.
+import json
 import os
 import socket
 import subprocess
@@ -10,10 +13,66 @@ import sys
 SMI = os.environ.get("GPUSIM_NVIDIA_SMI", "nvidia-smi")
 
 
-def main(argv):
-    if argv[:2] != ["discovery", "-l"]:
-        sys.stderr.write(f"dcgmi (gpusim stand-in): {' '.join(argv)} is not simulated\n")
-        return 2
+LEVELS = {
+    1: [("Deployment", "software")],
+    2: [("Deployment", "software"), ("Integration", "pcie"), ("Hardware", "memory")],
+    3: [
+        ("Deployment", "software"),
+        ("Integration", "pcie"),
+        ("Hardware", "memory"),
+        ("Hardware", "diagnostic"),
+        ("Stress", "targeted_stress"),
+        ("Stress", "targeted_power"),
+        ("Stress", "memory_bandwidth"),
+    ],
+}
+
+
+def diag(argv, gpus):
+    level = int(argv[argv.index("-r") + 1]) if "-r" in argv else 1
+    try:
+        with open(os.environ.get("GPUSIM_FAULTS", "/etc/gpusim/faults.json")) as handle:
+            fault = json.load(handle).get("dcgm_fail") or {}
+    except (OSError, ValueError):
+        fault = {}
+    categories = {}
+    for category, name in LEVELS.get(level, LEVELS[3]):
+        results, summary = [], "Pass"
+        for index, _name, _bus, _uuid in gpus:
+            entry = {"entity_group": "GPU", "entity_group_id": 1, "entity_id": int(index), "status": "Pass"}
+            if fault.get("test") == name and int(fault.get("gpu", 0)) == int(index):
+                entry["status"] = summary = "Fail"
+                entry["warnings"] = [
+                    {
+                        "error_category": 1,
+                        "error_id": 12,
+                        "error_severity": 2,
+                        "warning": fault.get("warning", f"GPU {index}: simulated failure"),
+                    }
+                ]
+            results.append(entry)
+        categories.setdefault(category, []).append(
+            {"name": name, "results": results, "test_summary": {"status": summary}}
+        )
+    document = {
+        "DCGM Diagnostic": {"test_categories": [{"category": c, "tests": t} for c, t in categories.items()]},
+        "metadata": {"version": "4.4.1"},
+    }
+    if "-j" in argv or "--json" in argv:
+        print(json.dumps(document, indent=4))
+    else:
+        print("Successfully ran diagnostic for group.")
+        print("+---------------------------+------------------------------------------------+")
+        for category, tests in categories.items():
+            print(f"+-----  {category}  ".ljust(28, "-") + "+------------------------------------------------+")
+            for test in tests:
+                status = test["test_summary"]["status"]
+                print("| {:<25} | {:<46} |".format(test["name"], status + (" - All" if status == "Pass" else "")))
+        print("+---------------------------+------------------------------------------------+")
+    return 0
+
+
+def connect(argv):
     target = argv[argv.index("--host") + 1] if "--host" in argv else "127.0.0.1"
     host, _sep, port = target.partition(":")
     try:
@@ -21,6 +80,15 @@ def main(argv):
     except OSError:
         print(f"Error: unable to establish a connection to the specified host: {target}")
         print("Error: Unable to connect to host engine. Host engine connection invalid/disconnected.")
+        return False
+    return True
+
+
+def main(argv):
+    if argv[:2] != ["discovery", "-l"] and argv[:1] != ["diag"]:
+        sys.stderr.write(f"dcgmi (gpusim stand-in): {' '.join(argv)} is not simulated\n")
+        return 2
+    if not connect(argv):
         return 255
     out = subprocess.run(
         [SMI, "--query-gpu=index,name,pci.bus_id,uuid", "--format=csv,noheader"],
@@ -29,6 +97,8 @@ def main(argv):
         check=False,
     )
     rows = [[f.strip() for f in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
+    if argv[:1] == ["diag"]:
+        return diag(argv, rows)
     print(f"{len(rows)} GPU{'s' if len(rows) != 1 else ''} found.")
     for index, name, bus, uuid in rows:
         print(f"GPU {index}: Name: {name}  PCI Bus ID: {bus}  Device UUID: {uuid}")

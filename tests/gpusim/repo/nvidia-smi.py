@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 # gpusim stand-in for nvidia-smi, shipped by the stand-in driver package. It reports the
 # node's profile (the hardware) with the version of the driver package that installed it.
-# Supports: (no args), -L, -q -x, topo -m|--matrix, --version, --query-gpu=... --format=csv[,...]
+# Supports: (no args), -L, -q -x, topo -m|--matrix, nvlink -s|--status [-i N], --version,
+# --query-gpu=... --format=csv[,...]. Faults injected in /etc/gpusim/faults.json (tests/gpusim/tasks/
+# faults.yml) show: "pcie" [{gpu, gen, width}] in the XML, "nvlink_down" [{gpu, link}] in nvlink -s.
+import json
 import os
 import re
 import sys
@@ -26,8 +29,53 @@ def read(name):
         sys.exit(9)
 
 
+FAULTS = os.environ.get("GPUSIM_FAULTS", "/etc/gpusim/faults.json")
+
+
+def faults():
+    try:
+        with open(FAULTS) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+def degrade_pcie(text):
+    """Each faulted GPU's current PCIe link, in its <gpu> element."""
+    for fault in faults().get("pcie", []):
+        parts = text.split("<gpu id=")
+        index = int(fault["gpu"]) + 1
+        if index < len(parts):
+            part = parts[index]
+            part = re.sub(r"<current_link_gen>[^<]*<", "<current_link_gen>{}<".format(fault["gen"]), part, count=1)
+            part = re.sub(
+                r"<current_link_width>[^<]*<", "<current_link_width>{}x<".format(fault["width"]), part, count=1
+            )
+            parts[index] = part
+            text = "<gpu id=".join(parts)
+    return text
+
+
+def nvlink_status(argv):
+    profile = json.loads(read("profile.json"))
+    nvlink = profile.get("nvlink") or {}
+    down = {(int(f["gpu"]), int(f["link"])) for f in faults().get("nvlink_down", [])}
+    only = int(argv[argv.index("-i") + 1]) if "-i" in argv else None
+    for gpu in gpus():
+        index = int(gpu["index"])
+        if only is not None and index != only:
+            continue
+        if not nvlink.get("links"):
+            continue
+        sys.stdout.write("GPU {}: {} (UUID: {})\n".format(index, gpu["name"], gpu["uuid"]))
+        for link in range(nvlink["links"]):
+            speed = "<inactive>" if (index, link) in down else "{} GB/s".format(nvlink["gbps"])
+            sys.stdout.write(f"\t Link {link}: {speed}\n")
+    return 0
+
+
 def xml_text():
-    text = read("nvidia-smi-q-x.xml")
+    text = degrade_pcie(read("nvidia-smi-q-x.xml"))
     text = re.sub(r"<driver_version>[^<]*<", f"<driver_version>{DRIVER_VERSION}<", text)
     text = re.sub(r"<cuda_version>[^<]*<", f"<cuda_version>{CUDA_VERSION}<", text)
     return re.sub(r"<gsp_firmware_version>(?!N/A)[^<]*<", f"<gsp_firmware_version>{DRIVER_VERSION}<", text)
@@ -81,6 +129,8 @@ def main(argv):
         sys.stdout.write(xml_text())
     elif argv in (["topo", "-m"], ["topo", "--matrix"]):
         sys.stdout.write(read("nvidia-smi-topo-m.txt"))
+    elif argv[:1] == ["nvlink"] and len(argv) > 1 and argv[1] in ("-s", "--status"):
+        return nvlink_status(argv)
     elif argv == ["-L"]:
         for gpu in gpus():
             sys.stdout.write("GPU {}: {} (UUID: {})\n".format(gpu["index"], gpu["name"], gpu["uuid"]))

@@ -1,0 +1,785 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a healthy node measures, derived from its hardware facts, and the verdict on what it did.
+
+Every check is a record ``{"check", "subject", "expected", "measured", "verdict", "reason"}``:
+``verdict`` is ``pass``, ``fail``, ``warn`` (worth a look, does not drain) or ``skip`` (not
+measured here, and ``reason`` says why). Expected values come from the facts modules (PCI
+enumeration, the GPU's architecture, NVSwitches on the bus, the HCAs' own rates) and from the
+published figures below, each with its source; ``validate_thresholds`` overrides any of them.
+
+Pure functions: the node_health module reads the node and calls :func:`node_checks`; the
+validation_report module calls :func:`firmware_checks` and :func:`nccl_check` on the controller.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpuops.cluster.plugins.module_utils.nccl_tests import largest, wrong_rows
+from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import compare_node
+from ansible_collections.gpuops.cluster.plugins.module_utils.topology import natural_key
+
+VERDICTS = ("pass", "warn", "fail", "skip")
+
+# NVLink per GPU architecture: links per GPU on an NVSwitch system and each link's speed as
+# `nvidia-smi nvlink -s` prints it (GB/s, one direction). Sources: Volta 25.781 (Azure/azhpc-
+# diagnostics#73 capture; 6 links, DGX-2), Ampere 12 x 25 (A100 capture, tests/unit/fixtures/nvlink),
+# Hopper 18 x 26.562 and Blackwell 18 x 53.125 (NVIDIA Health Validation
+# `nvlink_bandwidth_count_speed`, nccl-tests#149; GB200 capture in NVIDIA/k8s-test-infra#371).
+NVLINK = {
+    "volta": {"links": 6, "gbps": 25.781, "generation": 2},
+    "ampere": {"links": 12, "gbps": 25.0, "generation": 3},
+    "hopper": {"links": 18, "gbps": 26.562, "generation": 4},
+    "blackwell": {"links": 18, "gbps": 53.125, "generation": 5},
+}
+# A link counts as at speed from this share of its generation's speed (rounding in nvidia-smi).
+LINK_SPEED_SHARE = 0.97
+
+# all_reduce bus bandwidth at the largest size over one node's NVLink, as a share of its
+# one-direction NVLink bandwidth (links x speed). Each share is a published measurement divided
+# by that bandwidth:
+#   NVSwitch with NVLink SHARP (Hopper): 476-480 GB/s on 8 x H100 (nccl-tests#212, #290) / 478 = 0.99
+#   NVSwitch with NVLink SHARP (Blackwell): 830+ GB/s on 8 x B200 (NVIDIA/nccl#1807) / 956 = 0.87
+#   NVSwitch without NVLink SHARP (Ampere): ~230 GB/s on 8 x A100 (nccl-tests#149; 232.2 in the
+#     OCI BM.GPU4.8 capture) / 300 = 0.77
+#   Direct NVLink, no switch (DGX-1 V100 hybrid cube mesh): 135.5 GB/s (OCI BM.GPU3.8 capture)
+#     / (6 x 25.781) = 0.87
+#   PCIe only: no published all_reduce figure was found; a conservative 0.5 of the slowest GPU's
+#     PCIe bandwidth, to be replaced by a baseline (validate_baseline: record).
+NCCL_NVLINK_EFFICIENCY = {"nvls": {4: 0.99, 5: 0.87}, "nvswitch": 0.77, "direct": 0.87}
+NCCL_PCIE_EFFICIENCY = 0.5
+# PCIe bandwidth per lane and direction (GB/s) per generation, after 128b/130b encoding.
+PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+# Across nodes, NCCL_ALGO=Ring measures the NICs: 46-48 GB/s per NDR 400 NIC (nccl-tests#290),
+# ~24 per HDR 200 (nccl-tests#252, #160): 0.94 of the line rate in bytes.
+NIC_EFFICIENCY = 0.94
+# The gate is this share of the expected value (k8s_mig_validation.md 3.4: 0.92 of the
+# single-node peak, 0.90 of the NIC figure; 370 GB/s = 0.92 of a 400 GB/s fabric in NVCRE ADR-021).
+NODE_FLOOR_SHARE = 0.92
+NIC_FLOOR_SHARE = 0.90
+BASELINE_SHARE = 0.95
+
+# Xids that take a GPU out of service: the list Azure's HPC health checks fail on within 2 h
+# (k8s_mig_validation.md 3.3; descriptions from NVIDIA's Xid catalog, docs.nvidia.com/deploy/xid-errors).
+FATAL_XIDS = {
+    48: "double-bit ECC error",
+    56: "display engine error",
+    57: "error programming video memory interface",
+    58: "unstable video memory interface detected",
+    62: "internal micro-controller halt",
+    63: "ECC page retirement or row remapping recording event",
+    64: "ECC page retirement or row remapper recording failure",
+    65: "video processor exception",
+    68: "NVDEC0 exception",
+    69: "graphics engine class error",
+    73: "NVENC2 error",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    80: "corrupted data sent to GPU",
+    81: "VGA subsystem error",
+    92: "high single-bit ECC error rate",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+}
+_XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+)\b")
+_MAX_XIDS = 1000
+
+
+def record(check, subject, expected, measured, verdict, reason=""):  # noqa: PLR0917 - a record's six fields
+    if verdict not in VERDICTS:
+        raise ValueError(f"unknown verdict {verdict!r}")
+    return {
+        "check": check,
+        "subject": subject,
+        "expected": expected,
+        "measured": measured,
+        "verdict": verdict,
+        "reason": reason,
+    }
+
+
+def worst(records):
+    """The verdict of a list of records: fail over warn over pass over skip."""
+    verdicts = {r["verdict"] for r in records}
+    for verdict in ("fail", "warn", "pass"):
+        if verdict in verdicts:
+            return verdict
+    return "skip"
+
+
+# ---------------------------------------------------------------------------------------------
+# What to expect
+
+
+def nvlink_expectation(nvidia_gpu, overrides=None):
+    """``{"links": {gpu_label: n}, "gbps": float or None, "kind": nvls|nvswitch|direct|none, "reason"}``.
+
+    NVSwitches on the PCI bus: every GPU has its architecture's links (the table above). No
+    switch: a GPU's links are the NV# cells of its row in ``topo -m`` added up (DGX-1's NV1 and
+    NV2, a bridge's NV4). Neither: no NVLink is expected (PCIe cards, or a VM that does not pass
+    the NVLinks through).
+    """
+    overrides = overrides or {}
+    nvidia_gpu = nvidia_gpu or {}
+    arch = (nvidia_gpu.get("architecture") or "").lower()
+    table = NVLINK.get(arch)
+    topology = nvidia_gpu.get("topology") or {}
+    gpus = list(topology.get("gpus") or []) or [f"GPU{i}" for i in range(int(nvidia_gpu.get("count") or 0))]
+    gbps = overrides.get("nvlink_link_gbps") or (table or {}).get("gbps")
+    if nvidia_gpu.get("nvswitch_count") and table:
+        links = int(overrides.get("nvlink_links") or table["links"])
+        kind = "nvls" if table["generation"] >= 4 else "nvswitch"
+        reason = "{} NVSwitches on the PCI bus; {} GPUs have {} NVLink {} links at {} GB/s".format(
+            nvidia_gpu["nvswitch_count"], arch.capitalize(), table["links"], table["generation"], table["gbps"]
+        )
+        return {"links": dict.fromkeys(gpus, links), "gbps": gbps, "kind": kind, "reason": reason}
+    rows = topology.get("links") or {}
+    counts = {}
+    for gpu in gpus:
+        total = 0
+        for other, cell in (rows.get(gpu) or {}).items():
+            if other.startswith("GPU") and cell.startswith("NV"):
+                total += int(cell[2:])
+        counts[gpu] = total
+    if any(counts.values()):
+        return {
+            "links": counts,
+            "gbps": gbps,
+            "kind": "direct",
+            "reason": "no NVSwitch; each GPU's NV# cells in nvidia-smi topo -m, added up",
+        }
+    return {
+        "links": dict.fromkeys(gpus, 0),
+        "gbps": None,
+        "kind": "none",
+        "reason": "no NVSwitch on the PCI bus and no NV# link in nvidia-smi topo -m",
+    }
+
+
+def _pcie_gbps(gpus):
+    rates = []
+    for gpu in gpus:
+        pcie = gpu.get("pcie") or {}
+        if pcie.get("max_gen") in PCIE_LANE_GBPS and pcie.get("max_width"):
+            rates.append(PCIE_LANE_GBPS[pcie["max_gen"]] * pcie["max_width"])
+    return min(rates) if rates else None
+
+
+def nccl_node_expectation(nvidia_gpu, gpus=None, overrides=None):
+    """The single-node all_reduce bus bandwidth to expect and its floor, with the formula."""
+    overrides = overrides or {}
+    nvlink = nvlink_expectation(nvidia_gpu, overrides)
+    count = int((nvidia_gpu or {}).get("count") or 0)
+    if count < 2:
+        return {"expected": None, "floor": None, "reason": "fewer than 2 GPUs: nothing to reduce across"}
+    share = float(overrides.get("node_floor_share") or NODE_FLOOR_SHARE)
+    if overrides.get("nccl_node_busbw_gbps"):
+        expected = float(overrides["nccl_node_busbw_gbps"])
+        return {
+            "expected": expected,
+            "floor": round(share * expected, 1),
+            "reason": f"validate_thresholds.nccl_node_busbw_gbps = {expected}",
+        }
+    if nvlink["kind"] != "none" and nvlink["gbps"]:
+        links = min(nvlink["links"].values()) if nvlink["links"] else 0
+        arch = (nvidia_gpu.get("architecture") or "").lower()
+        generation = NVLINK.get(arch, {}).get("generation")
+        if nvlink["kind"] == "nvls":
+            efficiency = NCCL_NVLINK_EFFICIENCY["nvls"].get(generation, NCCL_NVLINK_EFFICIENCY["nvswitch"])
+        else:
+            efficiency = NCCL_NVLINK_EFFICIENCY[nvlink["kind"]]
+        expected = round(links * nvlink["gbps"] * efficiency, 1)
+        reason = f"{links} NVLink links x {nvlink['gbps']} GB/s x {efficiency} ({nvlink['kind']})"
+    else:
+        pcie = _pcie_gbps(gpus or [])
+        if not pcie:
+            return {"expected": None, "floor": None, "reason": "no NVLink and no PCIe link facts"}
+        expected = round(pcie * NCCL_PCIE_EFFICIENCY, 1)
+        reason = f"PCIe only: {pcie:.1f} GB/s x {NCCL_PCIE_EFFICIENCY} (no published figure; record a baseline)"
+    return {"expected": expected, "floor": round(share * expected, 1), "reason": reason + f"; gate {share} of it"}
+
+
+def compute_ports(infiniband, fabric="auto"):
+    """The compute fabric's ports: every port of the fabric's link layer (InfiniBand where any
+    InfiniBand port is Active, else Ethernet/RoCE), as ``[{"name": "mlx5_0:1", "hca", "ca_type",
+    "state", "physical_state", "rate"}]`` in natural order."""
+    infiniband = infiniband or {}
+    active = infiniband.get("active_ports") or {}
+    if fabric == "auto":
+        fabric = "InfiniBand" if active.get("InfiniBand") else "Ethernet"
+    ports = []
+    for hca in sorted(infiniband.get("hcas") or [], key=lambda h: natural_key(h["name"])):
+        for port in hca.get("ports") or []:
+            if port.get("link_layer") == fabric:
+                ports.append(
+                    {
+                        "name": "{}:{}".format(hca["name"], port["port"]),
+                        "hca": hca["name"],
+                        "ca_type": hca.get("ca_type"),
+                        "state": port.get("state"),
+                        "physical_state": port.get("physical_state"),
+                        "rate": port.get("rate"),
+                    }
+                )
+    return fabric, ports
+
+
+def nic_expectation(ports, overrides=None):
+    """Each HCA model's expected rate: the override, or the fastest rate its ports on this node
+    run at (a port below its siblings is the fault, not the norm)."""
+    overrides = overrides or {}
+    if overrides.get("ib_rate_gbps"):
+        rate = overrides["ib_rate_gbps"]
+        return {port["ca_type"]: rate for port in ports}
+    rates = {}
+    for port in ports:
+        if port["rate"] is not None:
+            rates[port["ca_type"]] = max(rates.get(port["ca_type"], 0), port["rate"])
+    return rates
+
+
+def nccl_multi_expectation(nodes_ports, overrides=None):
+    """Across nodes with NCCL_ALGO=Ring: the node with the fewest or slowest compute ports sets it."""
+    overrides = overrides or {}
+    share = float(overrides.get("nic_floor_share") or NIC_FLOOR_SHARE)
+    if overrides.get("nccl_multi_busbw_gbps"):
+        expected = float(overrides["nccl_multi_busbw_gbps"])
+        return {
+            "expected": expected,
+            "floor": round(share * expected, 1),
+            "reason": f"validate_thresholds.nccl_multi_busbw_gbps = {expected}",
+        }
+    totals = []
+    for host, ports in sorted(nodes_ports.items()):
+        active = [p for p in ports if p["state"] == "Active" and p["rate"]]
+        if not active:
+            return {"expected": None, "floor": None, "reason": f"{host} has no Active compute port"}
+        rate = max(p["rate"] for p in active)
+        totals.append((len(active) * rate, len(active), rate, host))
+    if len(totals) < 2:
+        return {"expected": None, "floor": None, "reason": "fewer than 2 nodes"}
+    _total, count, rate, host = min(totals)
+    expected = round(count * NIC_EFFICIENCY * rate / 8, 1)
+    return {
+        "expected": expected,
+        "floor": round(share * expected, 1),
+        "reason": f"{count} compute port(s) x {rate} Gb/s x {NIC_EFFICIENCY} / 8 ({host}); gate {share} of it",
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Node checks
+
+
+def parse_xids(text):
+    """``[{"xid": int, "pci": "0000:3b:00", "line": str}]`` from kernel log lines ``NVRM: Xid (PCI:...): N, ...``."""
+    found = []
+    for line in (text or "").splitlines():
+        if "NVRM: Xid" not in line:
+            continue
+        match = _XID.search(line)
+        if match:
+            found.append({"xid": int(match.group(2)), "pci": match.group(1).lower(), "line": line.strip()[:300]})
+            if len(found) >= _MAX_XIDS:
+                break
+    return found
+
+
+def check_gpu_count(nvidia_gpu, smi_gpus):
+    expected = int((nvidia_gpu or {}).get("pci_gpu_count") or (nvidia_gpu or {}).get("count") or 0)
+    measured = len(smi_gpus)
+    verdict = "pass" if measured == expected else "fail"
+    return [
+        record(
+            "gpu_count",
+            "node",
+            expected,
+            measured,
+            verdict,
+            "GPUs on the PCI bus (lspci, vendor 10de) against those nvidia-smi sees",
+        )
+    ]
+
+
+def check_driver(installed, loaded):
+    if not installed:
+        return [record("driver_version", "node", None, loaded, "skip", "no driver package is installed")]
+    verdict = "pass" if loaded == installed else "fail"
+    return [
+        record(
+            "driver_version",
+            "node",
+            installed,
+            loaded,
+            verdict,
+            "the installed package's version against the one nvidia-smi reports loaded",
+        )
+    ]
+
+
+def _per_gpu(check, gpus, test, expected, reason):
+    bad = []
+    for gpu in gpus:
+        measured = test(gpu)
+        if measured is not None:
+            bad.append(record(check, "GPU{}".format(gpu["index"]), expected, measured, "fail", reason))
+    if bad:
+        return bad
+    return [record(check, "all GPUs", expected, expected, "pass", reason)]
+
+
+def check_persistence(gpus):
+    return _per_gpu(
+        "persistence_mode",
+        gpus,
+        lambda g: None if g.get("persistence_mode") == "enabled" else (g.get("persistence_mode") or "unknown"),
+        "enabled",
+        "nvidia-persistenced keeps the driver initialised between jobs",
+    )
+
+
+def check_ecc(gpus):
+    def test(gpu):
+        ecc = gpu.get("ecc") or {}
+        problems = []
+        if ecc.get("remapped_rows_pending"):
+            problems.append("row remap pending")
+        if ecc.get("remapped_rows_failure"):
+            problems.append("row remap failure")
+        if ecc.get("retired_pages_pending"):
+            problems.append("page retirement pending")
+        if ecc.get("volatile_uncorrectable"):
+            problems.append("{} uncorrectable errors".format(ecc["volatile_uncorrectable"]))
+        return ", ".join(problems) or None
+
+    return _per_gpu(
+        "ecc",
+        gpus,
+        test,
+        "no pending remap or retirement, 0 uncorrectable",
+        "nvidia-smi -q -x: remapped rows, retired pages, volatile uncorrectable ECC counts",
+    )
+
+
+def check_xids(xids, gpus):
+    by_bus = {}
+    for gpu in gpus:
+        by_bus[(gpu.get("pci_bus_id") or "").lower()[-12:-2]] = "GPU{}".format(gpu["index"])
+    records = []
+    for xid in xids:
+        gpu = by_bus.get(xid["pci"][-10:], xid["pci"])
+        description = FATAL_XIDS.get(xid["xid"])
+        verdict = "fail" if description else "warn"
+        records.append(
+            record(
+                "xid",
+                gpu,
+                "no fatal Xid since boot",
+                "Xid {} ({})".format(xid["xid"], description or "not in the fatal list"),
+                verdict,
+                xid["line"],
+            )
+        )
+    if not records:
+        records.append(
+            record(
+                "xid",
+                "all GPUs",
+                "no fatal Xid since boot",
+                "none",
+                "pass",
+                "kernel log since boot; fatal list: " + ", ".join(map(str, sorted(FATAL_XIDS))),
+            )
+        )
+    return records
+
+
+def check_nvlink(expectation, status, gpus):
+    if expectation["kind"] == "none":
+        return [record("nvlink", "node", "none", "none", "skip", expectation["reason"])]
+    if status is None:
+        return [record("nvlink", "node", "links active", None, "fail", "nvidia-smi nvlink -s gave nothing to read")]
+    records = []
+    floor = expectation["gbps"] * LINK_SPEED_SHARE if expectation["gbps"] else None
+    for gpu in gpus:
+        label = "GPU{}".format(gpu["index"])
+        want = expectation["links"].get(label, 0)
+        links = (status.get(gpu["index"]) or {}).get("links", [])
+        inactive = [str(i) for i, speed in enumerate(links) if speed is None]
+        slow = [f"{i} ({speed} GB/s)" for i, speed in enumerate(links) if speed is not None and floor and speed < floor]
+        active = len(links) - len(inactive)
+        expected = "{} links at {} GB/s".format(want, expectation["gbps"])
+        problems = []
+        if active != want:
+            problems.append(f"{active} of {want} links active")
+        if inactive:
+            problems.append("inactive: link " + ", ".join(inactive))
+        if slow:
+            problems.append("below speed: link " + ", ".join(slow))
+        if problems:
+            records.append(record("nvlink", label, expected, "; ".join(problems), "fail", expectation["reason"]))
+    if not records:
+        records.append(
+            record(
+                "nvlink",
+                "all GPUs",
+                "{} links per GPU at {} GB/s".format(
+                    min(expectation["links"].values()) if expectation["links"] else 0, expectation["gbps"]
+                ),
+                "all active at speed",
+                "pass",
+                expectation["reason"],
+            )
+        )
+    return records
+
+
+def check_pcie(gpus):
+    records = []
+    for gpu in gpus:
+        pcie = gpu.get("pcie") or {}
+        if None in (pcie.get("max_gen"), pcie.get("current_gen"), pcie.get("max_width"), pcie.get("current_width")):
+            continue
+        expected = "Gen{} x{}".format(pcie["max_gen"], pcie["max_width"])
+        measured = "Gen{} x{}".format(pcie["current_gen"], pcie["current_width"])
+        if measured == expected:
+            continue
+        idle = gpu.get("performance_state") not in (None, "P0") and pcie["current_width"] == pcie["max_width"]
+        verdict = "warn" if idle else "fail"
+        reason = (
+            "the GPU lowers its link speed when idle ({}); width is full".format(gpu["performance_state"])
+            if idle
+            else "current link below the maximum the GPU and slot negotiate"
+        )
+        records.append(record("pcie", "GPU{}".format(gpu["index"]), expected, measured, verdict, reason))
+    if not records:
+        return [
+            record(
+                "pcie",
+                "all GPUs",
+                "current = max",
+                "current = max",
+                "pass",
+                "nvidia-smi -q -x pcie_gen and link_widths",
+            )
+        ]
+    return records
+
+
+def check_hca_pcie(links):
+    """``links``: ``{hca: {"current_speed", "max_speed", "current_width", "max_width"}}`` from sysfs."""
+    if not links:
+        return [
+            record("hca_pcie", "node", "current = max", None, "skip", "no PCIe link attributes in sysfs for the HCAs")
+        ]
+    records = []
+    for hca, link in sorted(links.items(), key=lambda item: natural_key(item[0])):
+        expected = "{} x{}".format(link["max_speed"], link["max_width"])
+        measured = "{} x{}".format(link["current_speed"], link["current_width"])
+        if expected != measured:
+            records.append(
+                record("hca_pcie", hca, expected, measured, "fail", "sysfs current_link_* against max_link_*")
+            )
+    return records or [
+        record(
+            "hca_pcie", "all HCAs", "current = max", "current = max", "pass", "sysfs current_link_* against max_link_*"
+        )
+    ]
+
+
+def check_ib_ports(fabric, ports, expected_rates):
+    if not ports:
+        return [record("ib_ports", "node", None, None, "skip", "no compute fabric port on this node")]
+    records = []
+    for port in ports:
+        rate = expected_rates.get(port["ca_type"])
+        expected = f"Active, LinkUp, {rate} Gb/s"
+        problems = []
+        if port["state"] != "Active":
+            problems.append(port["state"] or "no state")
+        if port["physical_state"] not in (None, "LinkUp"):
+            problems.append(port["physical_state"])
+        if rate and port["rate"] is not None and port["rate"] < rate:
+            problems.append("{} Gb/s".format(port["rate"]))
+        if problems:
+            records.append(
+                record(
+                    "ib_ports",
+                    port["name"],
+                    expected,
+                    ", ".join(problems),
+                    "fail",
+                    f"{fabric} compute port; rate of its fastest sibling {port['ca_type']}",
+                )
+            )
+    if not records:
+        records.append(
+            record(
+                "ib_ports",
+                f"{len(ports)} {fabric} port(s)",
+                "Active, LinkUp, at rate",
+                "all Active, LinkUp, at rate",
+                "pass",
+                "ibstat",
+            )
+        )
+    return records
+
+
+def check_nccl_hcas(configured, ports):
+    """``configured``: the HCA ports NCCL_IB_HCA names in nccl.conf (None when it names none)."""
+    active = [p["name"] for p in ports if p["state"] == "Active"]
+    if configured is None:
+        return [record("nccl_hcas", "nccl.conf", active, None, "skip", "nccl.conf sets no NCCL_IB_HCA: NCCL picks")]
+    configured_names = [name if ":" in name else name + ":1" for name in configured]
+    missing = sorted(set(active) - set(configured_names), key=natural_key)
+    extra = sorted(set(configured_names) - set(active), key=natural_key)
+    if not missing and not extra:
+        return [
+            record("nccl_hcas", "nccl.conf", active, configured_names, "pass", "NCCL_IB_HCA = the active compute ports")
+        ]
+    problems = []
+    if missing:
+        problems.append("active but not in NCCL_IB_HCA: " + ", ".join(missing))
+    if extra:
+        problems.append("in NCCL_IB_HCA but not an active compute port: " + ", ".join(extra))
+    return [record("nccl_hcas", "nccl.conf", active, configured_names, "fail", "; ".join(problems))]
+
+
+def check_dcgm(result, level, error=None):
+    if error:
+        return [record("dcgm_diag", f"level {level}", "every test passes", error, "fail", "dcgmi diag did not run")]
+    if result is None:
+        return [record("dcgm_diag", f"level {level}", "every test passes", None, "skip", "DCGM is not installed")]
+    failed = [t for t in result["tests"] if t["result"] == "Fail"]
+    if result["error"]:
+        return [record("dcgm_diag", f"level {level}", "every test passes", result["error"], "fail", "dcgmi diag")]
+    if failed:
+        return [
+            record("dcgm_diag", t["name"], "Pass", "Fail", "fail", t["info"] or f"dcgmi diag -r {level}")
+            for t in failed
+        ]
+    names = ", ".join(t["name"] for t in result["tests"] if t["result"] == "Pass")
+    return [record("dcgm_diag", f"level {level}", "every test passes", "all passed", "pass", names)]
+
+
+def check_slurmd(declared, measured, headroom_mib, overrides_config):
+    if overrides_config:
+        return [
+            record(
+                "slurmd",
+                "node",
+                None,
+                None,
+                "skip",
+                "SlurmdParameters=config_overrides: slurmd takes slurm.conf's counts, not the hardware's",
+            )
+        ]
+    if declared is None or measured is None:
+        return [record("slurmd", "node", declared, measured, "skip", "no slurmd or no NodeName line for this node")]
+    differences = compare_node(declared, measured, headroom_mib)
+    if not differences:
+        return [
+            record(
+                "slurmd",
+                "node",
+                "slurm.conf = slurmd -C",
+                "equal",
+                "pass",
+                f"CPUs, sockets, cores, threads; RealMemory within the {headroom_mib} MiB headroom",
+            )
+        ]
+    return [
+        record("slurmd", d["key"], d["declared"], d["measured"], "fail", "slurm.conf NodeName against slurmd -C")
+        for d in differences
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Cluster checks and NCCL
+
+
+def firmware_checks(nodes):
+    """One firmware per HCA model across the cluster. ``nodes``: ``{host: [{"hca_id", "fw_ver",
+    "vendor_part_id", "board_id"}]}`` (ibv_devinfo). The most common version of a model is the
+    reference; each HCA on another version fails on its node."""
+    versions = {}
+    for host, hcas in nodes.items():
+        for hca in hcas:
+            model = hca.get("vendor_part_id")
+            versions.setdefault(model, {}).setdefault(hca.get("fw_ver"), []).append((host, hca["hca_id"]))
+    out = {host: [] for host in nodes}
+    for model, by_version in versions.items():
+        reference = sorted(by_version.items(), key=lambda item: (-len(item[1]), str(item[0])))[0][0]
+        for version, members in by_version.items():
+            for host, hca in members:
+                if version != reference:
+                    out[host].append(
+                        record(
+                            "hca_firmware",
+                            hca,
+                            reference,
+                            version,
+                            "fail",
+                            f"the most common firmware of part {model} across the cluster",
+                        )
+                    )
+    for host, records in out.items():
+        if not records:
+            count = len(nodes[host])
+            verdict = "pass" if count else "skip"
+            records.append(
+                record(
+                    "hca_firmware",
+                    "all HCAs",
+                    "one version per model",
+                    "consistent" if count else None,
+                    verdict,
+                    "ibv_devinfo fw_ver by vendor_part_id" if count else "no HCA",
+                )
+            )
+    return out
+
+
+def nccl_check(check, subject, result, expectation, baseline=None, baseline_share=BASELINE_SHARE):  # noqa: PLR0917
+    """The verdict on one nccl-tests run: the bus bandwidth at the largest size against the floor
+    (or ``baseline_share`` of a recorded baseline); wrong or out-of-bounds values fail regardless."""
+    row = largest(result)
+    busbw = None
+    if row is not None:
+        values = [v for v in (row["oop"]["busbw"], row["ip"]["busbw"]) if v is not None]
+        busbw = max(values) if values else None
+    floor, reason = expectation.get("floor"), expectation.get("reason", "")
+    if baseline:
+        floor = round(baseline_share * float(baseline), 1)
+        reason = f"{baseline_share} of this node's baseline {baseline} GB/s"
+    expected = f">= {floor} GB/s at {row['size']} B" if floor is not None and row else None
+    measured = f"{busbw} GB/s" if busbw is not None else None
+    problems = []
+    bad = wrong_rows(result)
+    if bad:
+        problems.append("wrong values at {} size(s), first {} B".format(len(bad), bad[0]["size"]))
+    if result.get("out_of_bounds"):
+        problems.append("{} out-of-bounds values".format(result["out_of_bounds"]))
+    if problems:
+        return record(check, subject, expected, measured, "fail", "; ".join(problems))
+    if floor is None:
+        return record(
+            check,
+            subject,
+            None,
+            measured,
+            "warn" if busbw is None else "pass",
+            "no floor: " + (expectation.get("reason") or "nothing derived"),
+        )
+    if busbw is None or busbw < floor:
+        return record(check, subject, expected, measured, "fail", reason)
+    return record(check, subject, expected, measured, "pass", reason)
+
+
+def drain_reason(records, limit=200):
+    """``gpuops-validate: nvlink GPU3, pcie GPU5``: the failed checks, for scontrol's Reason."""
+    failed = ["{} {}".format(r["check"], r["subject"]) for r in records if r["verdict"] == "fail"]
+    text = "gpuops-validate: " + ", ".join(failed)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---------------------------------------------------------------------------------------------
+# What the validate role runs and collects
+
+
+def multi_node_plan(nodes, overrides=None, whole_set=True):
+    """The NCCL runs across nodes: disjoint pairs of nodes on the same fabric (an odd node out
+    pairs with the first), then the whole set of each fabric when it has more than two nodes.
+
+    ``nodes``: ``{host: node_health's result}`` (its ``fabric``, ``compute_ports`` and ``gpus``;
+    hosts without ``checks`` did not run it and are left out). Returns
+    ``{"runs": [{"check", "subject", "hosts", "gpus_per_node", "expectation"}], "skipped": [records]}``.
+    """
+    overrides = overrides or {}
+    by_fabric, skipped = {}, []
+    counts = {}
+    for host in sorted(nodes, key=natural_key):
+        node = nodes[host]
+        if not isinstance(node, dict) or "checks" not in node:
+            continue
+        gpus = node.get("gpus") or []
+        counts[host] = len(gpus) if isinstance(gpus, list) else int(gpus)
+        active = [p for p in node.get("compute_ports") or [] if p.get("state") == "Active"]
+        if not active or counts[host] < 1:
+            skipped.append(record("nccl_pair", host, None, None, "skip", "no Active compute port or no GPU"))
+            continue
+        by_fabric.setdefault(node.get("fabric") or "unknown", []).append(host)
+    runs = []
+    for fabric, hosts in sorted(by_fabric.items()):
+        if len(hosts) < 2:
+            skipped.append(
+                record(
+                    "nccl_pair",
+                    hosts[0],
+                    None,
+                    None,
+                    "skip",
+                    f"the only node on the {fabric} fabric: no pair to measure",
+                )
+            )
+            continue
+        pairs = [hosts[i : i + 2] for i in range(0, len(hosts) - 1, 2)]
+        if len(hosts) % 2:
+            pairs.append([hosts[-1], hosts[0]])
+        groups = [("nccl_pair", pair) for pair in pairs]
+        if whole_set and len(hosts) > 2:
+            groups.append(("nccl_all", hosts))
+        for check, members in groups:
+            gpus = min(counts[h] for h in members)
+            expectation = nccl_multi_expectation({h: nodes[h]["compute_ports"] for h in members}, overrides)
+            subject = "+".join(members) if check == "nccl_pair" else f"all {len(members)} {fabric} nodes"
+            runs.append(
+                {
+                    "check": check,
+                    "subject": subject,
+                    "hosts": members,
+                    "gpus_per_node": gpus,
+                    "expectation": expectation,
+                }
+            )
+    return {"runs": runs, "skipped": skipped}
+
+
+SINFO_FORMAT = "%N|%t|%E"
+
+
+def parse_sinfo_reasons(text):
+    """``{node: reason}`` of the drained or draining nodes, from ``sinfo -h -N -o '%N|%t|%E'``."""
+    reasons = {}
+    for line in (text or "").splitlines():
+        node, _sep, rest = line.strip().partition("|")
+        state, _sep, reason = rest.partition("|")
+        if node and state.strip().rstrip("*~#!%$@^-").startswith(("drain", "drng")):
+            reasons[node] = reason.strip()
+    return reasons
+
+
+def report_nodes(hosts, health, nccl, facts, sinfo_text="", names=None):  # noqa: PLR0917 - parallel lists
+    """The validation_report module's ``nodes``: per host that ran node_health, its checks, HCAs,
+    compute ports and fabric, its NCCL run, its GPU facts and its current Slurm drain reason
+    (``names``: each host's Slurm node name, its short host name, in the same order)."""
+    reasons = parse_sinfo_reasons(sinfo_text)
+    names = list(names or hosts)
+    nodes = {}
+    for index, host in enumerate(hosts):
+        result = health[index] if index < len(health) else None
+        if not isinstance(result, dict) or "checks" not in result:
+            continue
+        run = nccl[index] if index < len(nccl) else None
+        nodes[host] = {
+            "checks": result["checks"],
+            "hcas": result.get("hcas") or [],
+            "compute_ports": result.get("compute_ports") or [],
+            "fabric": result.get("fabric"),
+            "nccl": [run] if isinstance(run, dict) and "record" in run else [],
+            "nvidia_gpu": facts[index] if index < len(facts) and isinstance(facts[index], dict) else {},
+            "drained": reasons.get(names[index] if index < len(names) else host, ""),
+        }
+    return nodes

@@ -1,0 +1,355 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_health
+short_description: Measure a GPU node's health against what its hardware facts lead to expect
+version_added: 0.2.0
+description:
+  - Reads the node fresh (C(nvidia-smi -q -x), C(nvidia-smi nvlink -s), the kernel log since boot,
+    C(ibstat), C(ibv_devinfo), sysfs PCIe links of the HCAs, C(/etc/nccl.conf), C(dcgmi diag -r N -j),
+    C(slurmd -C) and slurm.conf) and returns one record per check with its expected value (derived
+    from the facts C(gpu_facts) and C(ib_facts) gathered, see the validate role's README), the
+    measured value and a verdict (C(pass), C(fail), C(warn), C(skip) with the reason).
+  - "Checks: C(gpu_count), C(driver_version), C(persistence_mode), C(ecc), C(xid), C(nvlink),
+    C(pcie), C(hca_pcie), C(ib_ports), C(nccl_hcas), C(dcgm_diag), C(slurmd). The cluster-wide
+    checks (one HCA firmware per model, NCCL across nodes) are the validation_report module's."
+  - A failed check does not fail the module, nor does output a parser cannot read (that check
+    fails, naming the command and the line); one run gives every finding.
+  - Never changes the node. C(dcgmi diag) runs GPU tests (level 3 takes about 15 minutes); it runs
+    in check mode as well, because it only reads.
+author:
+  - gpuops.cluster maintainers (@gpuops-cluster)
+extends_documentation_fragment:
+  - gpuops.cluster.readonly
+  - gpuops.cluster.root
+options:
+  nvidia_gpu:
+    description: The node's C(ansible_facts.nvidia_gpu) (gpuops.cluster.gpu_facts).
+    type: dict
+    required: true
+  infiniband:
+    description: The node's C(ansible_facts.infiniband) (gpuops.cluster.ib_facts); the expected
+      ports. The module runs C(ibstat) again for their state now.
+    type: dict
+    default: {}
+  driver_branch:
+    description: Driver branch whose installed package version the loaded driver must equal.
+      Without it, the only branch installed.
+    type: str
+  fabric:
+    description: Link layer of the compute fabric, as the nccl role's C(nccl_fabric).
+    type: str
+    choices: [auto, InfiniBand, Ethernet]
+    default: auto
+  dcgm_level:
+    description: C(dcgmi diag -r LEVEL); 0 skips DCGM.
+    type: int
+    default: 1
+  dcgm_timeout:
+    description: Seconds C(dcgmi diag) may take.
+    type: int
+    default: 1800
+  nccl_conf:
+    description: The NCCL configuration file whose C(NCCL_IB_HCA) is compared with the active ports.
+    type: path
+    default: /etc/nccl.conf
+  slurm_conf:
+    description: slurm.conf with this node's C(NodeName) line.
+    type: path
+    default: /etc/slurm/slurm.conf
+  slurm_node_name:
+    description: This node's name in slurm.conf. Without it, the short host name.
+    type: str
+  slurm_headroom_mib:
+    description: Memory the slurm role keeps from C(RealMemory) on this node, in MiB.
+    type: int
+    default: 0
+  thresholds:
+    description: Overrides of the derived values (the validate role's C(validate_thresholds)).
+    type: dict
+    default: {}
+"""
+
+EXAMPLES = r"""
+- name: Measure the node
+  gpuops.cluster.node_health:
+    nvidia_gpu: "{{ ansible_facts.nvidia_gpu }}"
+    infiniband: "{{ ansible_facts.infiniband }}"
+    dcgm_level: 1
+  register: health
+
+- name: Show what failed
+  ansible.builtin.debug:
+    msg: "{{ health.checks | selectattr('verdict', 'eq', 'fail') | list }}"
+"""
+
+RETURN = r"""
+checks:
+  description: One record per check and subject.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    check:
+      description: The check's name (the drain reason lists them).
+      type: str
+      sample: nvlink
+    subject:
+      description: What it is about (a GPU, a port, a test, or the node).
+      type: str
+      sample: GPU3
+    expected:
+      description: The value a healthy node gives, from the facts or a threshold.
+      type: raw
+    measured:
+      description: What the node gave.
+      type: raw
+    verdict:
+      description: pass, fail, warn or skip.
+      type: str
+    reason:
+      description: Where the expected value comes from, or why the check was skipped.
+      type: str
+verdict:
+  description: fail if any check failed, else warn, pass or skip.
+  returned: always
+  type: str
+hcas:
+  description: The HCAs C(ibv_devinfo) lists (the cluster-wide firmware check reads them).
+  returned: always
+  type: list
+  elements: dict
+compute_ports:
+  description: The compute fabric's ports with their state and rate, from C(ibstat) now.
+  returned: always
+  type: list
+  elements: dict
+nccl_expected:
+  description: The single-node all_reduce bus bandwidth to expect and its floor, with the formula.
+  returned: always
+  type: dict
+"""
+
+import os
+import socket
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
+from ansible_collections.gpuops.cluster.plugins.module_utils.commands import first_line, run
+from ansible_collections.gpuops.cluster.plugins.module_utils.dcgm import parse_dcgmi_diag
+from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+from ansible_collections.gpuops.cluster.plugins.module_utils.host import (
+    ROOT_OPTION,
+    Host,
+    branch_driver_version,
+    driver_branches,
+    installed_packages,
+)
+from ansible_collections.gpuops.cluster.plugins.module_utils.hostlist import hostlist_expand
+from ansible_collections.gpuops.cluster.plugins.module_utils.ibstat import (
+    active_ports,
+    parse_ibstat,
+    parse_ibv_devinfo,
+)
+from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import (
+    parse_nvlink_status,
+    parse_query_xml,
+)
+from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import parse_slurmd_config
+
+_SLURM_KEYS = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore", "RealMemory")
+
+
+class Reader:
+    """Runs the node's commands; a command that fails or prints what its parser cannot read
+    becomes a failed check of its own instead of stopping the others."""
+
+    def __init__(self, module):
+        self.module = module
+        self.problems = []
+
+    def output(self, check, argv, parser=None, missing_ok=True):
+        path = self.module.get_bin_path(argv[0], opt_dirs=["/usr/sbin", "/sbin", "/usr/local/sbin"])
+        if not path:
+            return None, f"{argv[0]} is not installed"
+        rc, out, err = run(self.module, [path, *argv[1:]])
+        if rc != 0 and not out.strip():
+            reason = "`{}` exited {}: {}".format(" ".join(argv), rc, first_line(err, out) or "no output")
+            if missing_ok:
+                return None, reason
+            self.problems.append(v.record(check, "node", None, None, "fail", reason))
+            return None, reason
+        if parser is None:
+            return out, None
+        try:
+            return parser(out), None
+        except ParseError as exc:
+            reason = "could not read `{}`: {}".format(" ".join(argv), exc)
+            self.problems.append(v.record(check, "node", None, None, "fail", reason))
+            return None, reason
+
+
+def _nccl_hcas(text):
+    """The ports NCCL_IB_HCA names (``=mlx5_0:1,mlx5_3:1``), or None when the file sets none."""
+    for line in (text or "").splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key.strip() == "NCCL_IB_HCA":
+            value = value.strip().lstrip("=^")
+            return [name.strip() for name in value.split(",") if name.strip()]
+    return None
+
+
+def _slurm_line(text, node):
+    """The NodeName line's counts for ``node`` and whether SlurmdParameters has config_overrides."""
+    declared, overrides = None, False
+    for raw in (text or "").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("SlurmdParameters=") and "config_overrides" in line:
+            overrides = True
+        if not line.startswith("NodeName="):
+            continue
+        values = dict(word.partition("=")[::2] for word in line.split())
+        try:
+            names = hostlist_expand(values["NodeName"])
+        except (ValueError, KeyError):
+            continue
+        if node in names:
+            declared = {key: int(values[key]) for key in _SLURM_KEYS if values.get(key, "").isdigit()}
+    return declared, overrides
+
+
+def _hca_links(host, hcas):
+    links = {}
+    for hca in hcas:
+        base = f"/sys/class/infiniband/{hca}/device/"
+        values = {
+            key: (host.read(base + key) or "").strip()
+            for key in ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")
+        }
+        if all(values.values()):
+            links[hca] = {
+                "current_speed": values["current_link_speed"],
+                "max_speed": values["max_link_speed"],
+                "current_width": values["current_link_width"],
+                "max_width": values["max_link_width"],
+            }
+    return links
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "nvidia_gpu": {"type": "dict", "required": True},
+            "infiniband": {"type": "dict", "default": {}},
+            "driver_branch": {"type": "str"},
+            "fabric": {"type": "str", "default": "auto", "choices": ["auto", "InfiniBand", "Ethernet"]},
+            "dcgm_level": {"type": "int", "default": 1},
+            "dcgm_timeout": {"type": "int", "default": 1800},
+            "nccl_conf": {"type": "path", "default": "/etc/nccl.conf"},
+            "slurm_conf": {"type": "path", "default": "/etc/slurm/slurm.conf"},
+            "slurm_node_name": {"type": "str"},
+            "slurm_headroom_mib": {"type": "int", "default": 0},
+            "thresholds": {"type": "dict", "default": {}},
+            **ROOT_OPTION,
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["dcgm_level"] not in (0, 1, 2, 3, 4):
+        module.fail_json(msg=f"dcgm_level is {p['dcgm_level']}; use 0 (no DCGM) or a dcgmi diag level 1 to 4.")
+    host = Host(module)
+    reader = Reader(module)
+    facts = p["nvidia_gpu"]
+    checks = []
+
+    if not facts.get("present"):
+        module.exit_json(
+            changed=False,
+            checks=[v.record("gpu_count", "node", 0, None, "skip", "no NVIDIA GPU")],
+            verdict="skip",
+            hcas=[],
+            compute_ports=[],
+            nccl_expected={},
+        )
+
+    query, reason = reader.output("gpu_count", ["nvidia-smi", "-q", "-x"], parse_query_xml, missing_ok=False)
+    gpus = (query or {}).get("gpus") or []
+    checks += v.check_gpu_count(facts, gpus)
+
+    _manager, packages = installed_packages(host)
+    branch = p["driver_branch"]
+    if not branch:
+        branches = sorted(driver_branches(packages))
+        branch = branches[0] if len(branches) == 1 else None
+    installed = branch_driver_version(packages, branch) if branch else None
+    checks += v.check_driver(installed, (query or {}).get("driver_version"))
+    if gpus:
+        checks += v.check_persistence(gpus)
+        checks += v.check_ecc(gpus)
+        checks += v.check_pcie(gpus)
+
+    kernel_log, reason = reader.output("xid", ["dmesg"])
+    if kernel_log is None:
+        kernel_log, reason = reader.output("xid", ["journalctl", "-k", "-b", "--no-pager", "-q"])
+    if kernel_log is None:
+        checks.append(v.record("xid", "node", "no fatal Xid since boot", None, "skip", reason))
+    else:
+        checks += v.check_xids(v.parse_xids(kernel_log), gpus)
+
+    expectation = v.nvlink_expectation(facts, p["thresholds"])
+    status = None
+    if expectation["kind"] != "none":
+        status, reason = reader.output("nvlink", ["nvidia-smi", "nvlink", "-s"], parse_nvlink_status, missing_ok=False)
+    if expectation["kind"] == "none" or status is not None:
+        checks += v.check_nvlink(expectation, status, gpus)
+
+    cas, reason = reader.output("ib_ports", ["ibstat"], parse_ibstat)
+    infiniband = {"hcas": cas or [], "active_ports": active_ports(cas or [])}
+    fabric, ports = v.compute_ports(infiniband, p["fabric"])
+    checks += v.check_ib_ports(fabric, ports, v.nic_expectation(ports, p["thresholds"]))
+    checks += v.check_hca_pcie(_hca_links(host, sorted({port["hca"] for port in ports})))
+    hcas, reason = reader.output("hca_firmware", ["ibv_devinfo"], parse_ibv_devinfo)
+    conf = host.read(p["nccl_conf"])
+    if ports:
+        checks += v.check_nccl_hcas(_nccl_hcas(conf), ports)
+
+    if p["dcgm_level"]:
+        if not module.get_bin_path("dcgmi"):
+            checks += v.check_dcgm(None, p["dcgm_level"])
+        else:
+            argv = [module.get_bin_path("dcgmi"), "diag", "-r", str(p["dcgm_level"]), "-j"]
+            rc, out, err = module.run_command(argv, environ_update={"LC_ALL": "C"})
+            try:
+                result = parse_dcgmi_diag(out)
+                checks += v.check_dcgm(result, p["dcgm_level"])
+            except ParseError as exc:
+                text = first_line(err, out) if rc else str(exc)
+                checks += v.check_dcgm(None, p["dcgm_level"], error=f"dcgmi diag exited {rc}: {text}")
+
+    node = p["slurm_node_name"] or socket.gethostname().split(".")[0]
+    slurm_conf = host.read(p["slurm_conf"])
+    measured = None
+    if slurm_conf is not None and module.get_bin_path("slurmd", opt_dirs=["/usr/sbin"]):
+        measured, reason = reader.output("slurmd", ["slurmd", "-C"], parse_slurmd_config)
+    declared, overrides = _slurm_line(slurm_conf, node)
+    checks += v.check_slurmd(declared, measured, p["slurm_headroom_mib"], overrides)
+
+    checks += reader.problems
+    module.exit_json(
+        changed=False,
+        checks=checks,
+        verdict=v.worst(checks),
+        hcas=hcas or [],
+        compute_ports=ports,
+        fabric=fabric,
+        nccl_expected=v.nccl_node_expectation(facts, gpus, p["thresholds"]),
+        gpus=[{k: g.get(k) for k in ("index", "name", "pci_bus_id", "pcie", "ecc")} for g in gpus],
+        root=os.path.abspath(p["root"]),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,281 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: validation_report
+short_description: Judge the whole cluster's validation and write its report (HTML and JSON)
+version_added: 0.2.0
+description:
+  - Runs on the controller, once (C(delegate_to) localhost, C(run_once)). Takes every node's checks
+    (gpuops.cluster.node_health) and NCCL measurements (gpuops.cluster.nccl_run), adds the checks
+    that need the whole cluster (one firmware version per HCA model), and decides per node;
+    a node with a failed check is to be drained, with the failed checks in the reason.
+  - Writes C(validation.json) (for machines) and C(validation.html) (one self-contained page with, per
+    node and per check the expected and measured values and the verdict, the NCCL bus bandwidth
+    against message size as plots, each node's topology as a picture) into O(dest).
+  - The plots need matplotlib and networkx on the controller; without them the page has every
+    table and says what is missing.
+  - With O(baseline_record), writes each node's measured single-node bus bandwidth to
+    O(baseline_dir)/HOST.json, which later runs gate on.
+  - In check mode nothing is written; the decisions are returned.
+author:
+  - gpuops.cluster maintainers (@gpuops-cluster)
+attributes:
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
+    support: full
+    details: In check mode the report is not written.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+options:
+  nodes:
+    description:
+      - Per node (inventory name), C(checks) (node_health's), C(hcas) (its ibv_devinfo HCAs),
+        C(compute_ports), C(nccl) (nccl_run results for the node), C(nvidia_gpu) (its facts, for
+        the topology picture) and C(drained) (the node's current Slurm drain reason, if any).
+    type: dict
+    required: true
+  cluster_nccl:
+    description: nccl_run results across nodes (pairs and the whole set).
+    type: list
+    elements: dict
+    default: []
+  cluster_checks:
+    description: Other records about the cluster as a whole (such as why a measurement was skipped).
+    type: list
+    elements: dict
+    default: []
+  mode:
+    description: C(gate) (failing nodes are drained) or C(report) (nothing is drained).
+    type: str
+    choices: [gate, report]
+    default: gate
+  dest:
+    description: Folder for validation.html and validation.json; created when missing.
+    type: path
+    required: true
+  baseline_record:
+    description: Record each node's single-node bus bandwidth as its baseline.
+    type: bool
+    default: false
+  baseline_dir:
+    description: Folder of the baselines.
+    type: path
+  drain_prefix:
+    description: Start of the drain reasons this module writes; a node drained with it that passes
+      now is resumed, a node drained for another reason is left alone.
+    type: str
+    default: "gpuops-validate:"
+"""
+
+EXAMPLES = r"""
+- name: Judge the cluster and write the report
+  gpuops.cluster.validation_report:
+    nodes: "{{ __validate_nodes }}"
+    dest: "{{ validate_report_dir }}"
+  delegate_to: localhost
+  run_once: true
+  register: report
+"""
+
+RETURN = r"""
+verdict:
+  description: fail if any node or cross-node check failed, else warn, pass or skip.
+  returned: always
+  type: str
+drain:
+  description:
+    - Nodes to drain (gate mode), each with its reason, C(gpuops-validate) followed by the failed
+      checks, such as C(nvlink GPU3).
+  returned: always
+  type: dict
+resume:
+  description: Nodes drained by an earlier validation that pass now.
+  returned: always
+  type: list
+  elements: str
+findings:
+  description: One line per failed check, host, check and subject, then the expected and measured values and the reason.
+  returned: always
+  type: list
+  elements: str
+html:
+  description: Path of the HTML report.
+  returned: always
+  type: str
+json:
+  description: Path of the JSON report.
+  returned: always
+  type: str
+warnings_text:
+  description: Why plots or pictures are missing, if they are.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import datetime
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuops.cluster.plugins.module_utils import report as r
+from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
+
+
+def _finding(host, record):
+    return "{}: {} {}: expected {}, measured {} ({})".format(
+        host, record["check"], record["subject"], record["expected"], record["measured"], record["reason"]
+    )
+
+
+def _summary(node):
+    gpu = node.get("nvidia_gpu") or {}
+    ports = node.get("compute_ports") or []
+    parts = []
+    if gpu.get("present"):
+        parts.append("{} x {}".format(gpu.get("count"), gpu.get("product")))
+        if gpu.get("nvswitch_count"):
+            parts.append("{} NVSwitches".format(gpu["nvswitch_count"]))
+    if ports:
+        parts.append("{} compute port(s) ({})".format(len(ports), node.get("fabric") or "fabric"))
+    return ", ".join(parts) or "no GPU"
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "nodes": {"type": "dict", "required": True},
+            "cluster_nccl": {"type": "list", "elements": "dict", "default": []},
+            "cluster_checks": {"type": "list", "elements": "dict", "default": []},
+            "mode": {"type": "str", "default": "gate", "choices": ["gate", "report"]},
+            "dest": {"type": "path", "required": True},
+            "baseline_record": {"type": "bool", "default": False},
+            "baseline_dir": {"type": "path"},
+            "drain_prefix": {"type": "str", "default": "gpuops-validate:"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    nodes = p["nodes"]
+    for host, node in nodes.items():
+        if not isinstance(node, dict) or not isinstance(node.get("checks", []), list):
+            module.fail_json(msg=f"nodes.{host} must be a dict with a list of checks (node_health's result).")
+    firmware = v.firmware_checks({host: node.get("hcas") or [] for host, node in nodes.items()})
+
+    missing = r.missing_libraries()
+    warnings_text = []
+    if missing:
+        warnings_text.append(
+            "no plots or topology pictures: the controller lacks {} (pip install {})".format(
+                ", ".join(missing), " ".join(missing)
+            )
+        )
+    now = datetime.datetime.now(datetime.timezone.utc)  # noqa: UP017 - controllers before Python 3.11
+    report = {
+        "generated": now.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "mode": p["mode"],
+        "missing_libraries": missing,
+        "nodes": {},
+        "cluster": {"checks": list(p["cluster_checks"]), "nccl": []},
+        "actions": {},
+    }
+    findings, drain, resume = [], {}, []
+    for host in sorted(nodes):
+        node = nodes[host]
+        nccl = node.get("nccl") or []
+        checks = list(node.get("checks") or []) + firmware.get(host, []) + [run["record"] for run in nccl]
+        verdict = v.worst(checks)
+        entry = {
+            "verdict": verdict,
+            "summary": _summary(node),
+            "checks": checks,
+            "nccl": [
+                {
+                    "subject": run["record"]["subject"],
+                    "floor": run["record"].get("floor"),
+                    "series": run.get("series") or [],
+                }
+                for run in nccl
+            ],
+        }
+        if not missing:
+            entry["nccl_svg"] = r.bandwidth_svg(entry["nccl"], f"{host}: all_reduce bus bandwidth")
+            entry["topology_svg"] = r.topology_svg(host, node.get("nvidia_gpu"), node.get("compute_ports"))
+        report["nodes"][host] = entry
+        failed = [c for c in checks if c["verdict"] == "fail"]
+        findings += [_finding(host, c) for c in failed]
+        drained = node.get("drained") or ""
+        if failed and p["mode"] == "gate":
+            drain[host] = v.drain_reason(failed)
+            report["actions"][host] = "drain: " + drain[host]
+        elif failed:
+            report["actions"][host] = "report only (validate_mode: report)"
+        elif drained.startswith(p["drain_prefix"]) and p["mode"] == "gate":
+            resume.append(host)
+            report["actions"][host] = "resume (was drained by an earlier validation)"
+    for run in p["cluster_nccl"]:
+        report["cluster"]["checks"].append(run["record"])
+        report["cluster"]["nccl"].append(
+            {
+                "subject": run["record"]["subject"],
+                "floor": run["record"].get("floor"),
+                "series": run.get("series") or [],
+            }
+        )
+        if run["record"]["verdict"] == "fail":
+            findings.append(_finding("cluster", run["record"]))
+    if report["cluster"]["nccl"] and not missing:
+        report["cluster"]["nccl_svg"] = r.bandwidth_svg(report["cluster"]["nccl"], "across nodes (NCCL_ALGO=Ring)")
+    all_checks = [c for node in report["nodes"].values() for c in node["checks"]] + report["cluster"]["checks"]
+    report["verdict"] = v.worst(all_checks)
+    report["drain"] = drain
+    report["resume"] = resume
+    report["findings"] = findings
+
+    html_path = os.path.join(p["dest"], "validation.html")
+    json_path = os.path.join(p["dest"], "validation.json")
+    if not module.check_mode:
+        os.makedirs(p["dest"], exist_ok=True)
+        data = dict(report)
+        data["nodes"] = {h: {k: x for k, x in n.items() if not k.endswith("_svg")} for h, n in report["nodes"].items()}
+        data["cluster"] = {k: x for k, x in report["cluster"].items() if not k.endswith("_svg")}
+        with open(json_path, "w") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True, default=str)
+        with open(html_path, "w") as handle:
+            handle.write(r.render_html(report))
+        if p["baseline_record"]:
+            if not p["baseline_dir"]:
+                module.fail_json(msg="baseline_record needs baseline_dir (validate_baseline_dir).")
+            os.makedirs(p["baseline_dir"], exist_ok=True)
+            for host, node in nodes.items():
+                runs = [run for run in node.get("nccl") or [] if run.get("busbw") is not None]
+                if runs:
+                    with open(os.path.join(p["baseline_dir"], f"{host}.json"), "w") as handle:
+                        json.dump(
+                            {"nccl_node_busbw_gbps": runs[0]["busbw"], "recorded": report["generated"]},
+                            handle,
+                            indent=2,
+                        )
+    # The report is the run's output on the controller, not state of the cluster: not a change.
+    module.exit_json(
+        changed=False,
+        verdict=report["verdict"],
+        drain=drain,
+        resume=resume,
+        findings=findings,
+        html=html_path,
+        json=json_path,
+        warnings_text=warnings_text,
+    )
+
+
+if __name__ == "__main__":
+    main()
