@@ -79,7 +79,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(env) (name to value, in file order), C(notes) (list of str) and C(hcas) (the ports used).
+  description:
+    - C(env) (name to value, in file order), C(notes) (list of str), C(hcas) (the ports used) and
+      C(warnings) (each HCA nccl_hcas names that has no Active compute port; also shown as warnings).
   type: dict
   sample:
     env: {NCCL_IB_HCA: "=mlx5_0:1,mlx5_3:1", NCCL_NET_GDR_LEVEL: PIX}
@@ -88,14 +90,18 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 from ansible_collections.gpuops.cluster.plugins.module_utils.nccl import NcclConfigError, settings
 
 
 def nccl_conf(infiniband, nvidia_gpu, **options):
     try:
-        return settings(infiniband, nvidia_gpu, **options)
+        result = settings(infiniband, nvidia_gpu, **options)
     except NcclConfigError as err:
         raise AnsibleFilterError(str(err)) from err
+    for warning in result["warnings"]:
+        Display().warning(warning)
+    return result
 
 
 class FilterModule:

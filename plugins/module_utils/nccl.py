@@ -36,7 +36,7 @@ def _fail(variable, message, fix):
     raise NcclConfigError(variable, message, fix)
 
 
-def _ports(infiniband, fabric, hcas, exclude, notes):
+def _ports(infiniband, fabric, hcas, exclude, notes, warnings):  # noqa: PLR0917 - two output lists
     infiniband = infiniband or {}
     active = infiniband.get("active_ports") or {}
     if fabric == "auto":
@@ -64,6 +64,20 @@ def _ports(infiniband, fabric, hcas, exclude, notes):
             "{} not on this node (adapters: {}).".format(", ".join(missing), ", ".join(sorted(known)) or "none"),
             "name adapters that ibstat lists, or leave nccl_ib_hcas empty.",
         )
+    used = {name.split(":")[0] for name in chosen}
+    for name in hcas:
+        if name in known and name not in used:
+            ports = [
+                "{}:{} {} {}".format(name, p.get("port"), p.get("link_layer"), p.get("state"))
+                for hca in infiniband.get("hcas") or []
+                if hca["name"] == name
+                for p in hca.get("ports") or []
+            ]
+            warnings.append(
+                f"nccl_ib_hcas lists {name}, which has no Active port on the {fabric} compute fabric "
+                f"({', '.join(ports) or 'no ports'}): NCCL will not use it. Leave nccl_ib_hcas empty to "
+                "take every Active compute port, or name the compute HCAs."
+            )
     notes.append(f"compute fabric: {fabric}, {len(chosen)} Active port(s)")
     if left_out:
         notes.append("left out: " + ", ".join(left_out))
@@ -118,9 +132,9 @@ def settings(
         _fail("nccl_fabric", f"{fabric!r} is not a link layer.", "use auto, InfiniBand or Ethernet.")
     if gdr_level not in ("auto", *_LEVELS):
         _fail("nccl_net_gdr_level", f"{gdr_level!r} is not an NCCL level.", "use auto, " + ", ".join(_LEVELS) + ".")
-    notes = []
+    notes, warnings = [], []
     env = {}
-    fabric, chosen = _ports(infiniband, fabric, list(hcas or []), list(exclude_hcas or []), notes)
+    fabric, chosen = _ports(infiniband, fabric, list(hcas or []), list(exclude_hcas or []), notes, warnings)
     if chosen:
         env["NCCL_IB_HCA"] = "=" + ",".join(chosen)
     else:
@@ -156,4 +170,4 @@ def settings(
                 "write the value on one line without spaces around it.",
             )
         env[key] = value
-    return {"env": env, "notes": notes, "hcas": chosen}
+    return {"env": env, "notes": notes, "hcas": chosen, "warnings": warnings}

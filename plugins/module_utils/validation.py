@@ -286,18 +286,29 @@ def parse_xids(text):
     return found
 
 
-def check_gpu_count(nvidia_gpu, smi_gpus):
-    expected = int((nvidia_gpu or {}).get("pci_gpu_count") or (nvidia_gpu or {}).get("count") or 0)
+def check_gpu_count(pci_count, smi_gpus, source="lspci"):
+    """GPUs on the PCI bus against those nvidia-smi sees; ``pci_count`` 0: no PCI enumeration."""
     measured = len(smi_gpus)
-    verdict = "pass" if measured == expected else "fail"
+    if not pci_count:
+        return [
+            record(
+                "gpu_count",
+                "node",
+                None,
+                measured,
+                "skip",
+                "no PCI enumeration: lspci is missing and sysfs lists no NVIDIA GPU",
+            )
+        ]
+    verdict = "pass" if measured == pci_count else "fail"
     return [
         record(
             "gpu_count",
             "node",
-            expected,
+            pci_count,
             measured,
             verdict,
-            "GPUs on the PCI bus (lspci, vendor 10de) against those nvidia-smi sees",
+            f"NVIDIA GPUs on the PCI bus ({source}, vendor 10de) against those nvidia-smi sees",
         )
     ]
 

@@ -131,9 +131,17 @@ nccl_expected:
   description: The single-node all_reduce bus bandwidth to expect and its floor, with the formula.
   returned: always
   type: dict
+fabric:
+  description: The compute fabric's link layer (InfiniBand or Ethernet).
+  returned: always
+  type: str
+gpus:
+  description: The GPUs nvidia-smi reports (C(index), C(name), C(pci_bus_id), C(pcie), C(ecc)).
+  returned: always
+  type: list
+  elements: dict
 """
 
-import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
@@ -221,6 +229,18 @@ def _slurm_line(text, node):
     return declared, overrides
 
 
+def _sysfs_gpus(host):
+    """NVIDIA display and 3D controllers (class 0300/0302) in sysfs: the count without lspci."""
+    count = 0
+    for device in host.listdir("/sys/bus/pci/devices"):
+        base = f"/sys/bus/pci/devices/{device}/"
+        vendor = (host.read(base + "vendor") or "").strip().lower()
+        klass = (host.read(base + "class") or "").strip().lower()
+        if vendor == "0x10de" and klass[:6] in ("0x0300", "0x0302"):
+            count += 1
+    return count
+
+
 def _hca_links(host, hcas):
     links = {}
     for hca in hcas:
@@ -277,7 +297,10 @@ def main():
 
     query, reason = reader.output("gpu_count", ["nvidia-smi", "-q", "-x"], parse_query_xml, missing_ok=False)
     gpus = (query or {}).get("gpus") or []
-    checks += v.check_gpu_count(facts, gpus)
+    pci_count, source = facts.get("pci_gpu_count") or 0, "lspci"
+    if not pci_count:
+        pci_count, source = _sysfs_gpus(host), "sysfs"
+    checks += v.check_gpu_count(pci_count, gpus, source)
 
     _manager, packages = installed_packages(host)
     branch = p["driver_branch"]
@@ -347,7 +370,6 @@ def main():
         fabric=fabric,
         nccl_expected=v.nccl_node_expectation(facts, gpus, p["thresholds"]),
         gpus=[{k: g.get(k) for k in ("index", "name", "pci_bus_id", "pcie", "ecc")} for g in gpus],
-        root=os.path.abspath(p["root"]),
     )
 
 

@@ -27,7 +27,8 @@ up)
   t1=$(date +%s)
 
   echo "==> ansible-playbook playbooks/site.yml -i inventories/demo (log: $state/site.log)"
-  ANSIBLE_DISPLAY_SKIPPED_HOSTS=false ansible-playbook "${inventory[@]}" playbooks/site.yml 2>&1 | tee "$state/site.log"
+  GPUOPS_VALIDATE_REPORT_DIR=$PWD/$state/validate-report ANSIBLE_DISPLAY_SKIPPED_HOSTS=false \
+    ansible-playbook "${inventory[@]}" playbooks/site.yml 2>&1 | tee "$state/site.log"
   t2=$(date +%s)
 
   echo "==> reading the cluster back (log: $state/summary.log)"
@@ -56,6 +57,7 @@ up)
   echo "summary:                   $(seconds $((t3 - t2)))"
   echo "make demo in all:          $(seconds $((t3 - start)))"
   echo
+  echo "Validation report (site.yml's last step): $PWD/$state/validate-report/validation.html"
   echo "Log in: docker exec -it gpuops-demo-head bash    (then: sinfo; srun --gres=gpu:l40s:2 printenv CUDA_VISIBLE_DEVICES)"
   echo "Again:  make demo        Remove: make demo-down"
   if [ "$run" = again ] && ((changed != 0)); then

@@ -113,3 +113,20 @@ def test_a_node_without_rdma_gets_no_hca_line():
 def test_bad_input_names_the_variable(kw, variable):
     with pytest.raises(AnsibleFilterError, match=f"^{variable}: .* Fix: "):
         conf("dgx-h100", **kw)
+
+
+def test_a_listed_hca_that_is_no_active_compute_port_is_warned_about(monkeypatch):
+    """The hk inventory's old list, mlx5_0 to mlx5_7, on a DGX H100: 1, 2 and 7 are its Ethernet
+    (storage) ports. They are left out, as before, and now each is named in a warning."""
+    shown = []
+    monkeypatch.setattr("ansible.utils.display.Display.warning", lambda self, text, *a, **k: shown.append(text))
+    result = conf("dgx-h100", hcas=[f"mlx5_{i}" for i in range(8)])
+    assert result["hcas"] == ["mlx5_0:1", "mlx5_3:1", "mlx5_4:1", "mlx5_5:1", "mlx5_6:1"]
+    assert [w.split(",")[0] for w in result["warnings"]] == [
+        "nccl_ib_hcas lists mlx5_1",
+        "nccl_ib_hcas lists mlx5_2",
+        "nccl_ib_hcas lists mlx5_7",
+    ]
+    assert "mlx5_1:1 Ethernet" in result["warnings"][0] and "NCCL will not use it" in result["warnings"][0]
+    assert shown == result["warnings"]
+    assert conf("dgx-h100")["warnings"] == []  # no list: every Active compute port, nothing to warn about

@@ -1,0 +1,247 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Thresholds derived from the hardware facts, against the published figures; the verdicts; the
+cross-node plan; the report (module_utils/validation.py, module_utils/report.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible_collections.gpuops.cluster.plugins.module_utils import nccl_tests, nvidia_smi
+from ansible_collections.gpuops.cluster.plugins.module_utils import report as r
+from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
+from ansible_collections.gpuops.cluster.plugins.modules import validation_report
+from conftest import GPUSIM, fixture, profile_facts
+from module_harness import Node, run_module
+
+
+def facts_with_topology(profile):
+    facts = profile_facts(profile)
+    topology = nvidia_smi.parse_topo((GPUSIM / "profiles" / profile / "nvidia-smi-topo-m.txt").read_text())
+    facts["topology"] = topology
+    return facts
+
+
+def gpus(profile):
+    return nvidia_smi.parse_query_xml((GPUSIM / "profiles" / profile / "nvidia-smi-q-x.xml").read_text())["gpus"]
+
+
+# Published single-node all_reduce figures (k8s_mig_validation.md 3.3): the floor must sit below
+# them (a healthy node passes) and above 0.85 of them (a degraded one does not).
+PUBLISHED = {"dgx-h100": 476, "hgx-a100": 230, "hgx-b200": 830, "dgx1-v100": 135.5}
+
+
+@pytest.mark.parametrize("profile", sorted(PUBLISHED))
+def test_single_node_floor_sits_below_the_published_figure(profile):
+    expectation = v.nccl_node_expectation(facts_with_topology(profile), gpus(profile))
+    assert 0.85 * PUBLISHED[profile] < expectation["floor"] < PUBLISHED[profile]
+    assert expectation["floor"] == round(0.92 * expectation["expected"], 1)
+
+
+def test_nvlink_expectation_per_topology():
+    h100 = v.nvlink_expectation(facts_with_topology("dgx-h100"))
+    assert (h100["kind"], set(h100["links"].values()), h100["gbps"]) == ("nvls", {18}, 26.562)
+    v100 = v.nvlink_expectation(facts_with_topology("dgx1-v100"))
+    assert v100["kind"] == "direct" and set(v100["links"].values()) == {6}  # NV1+NV1+NV2+NV2
+    assert v.nvlink_expectation(facts_with_topology("pcie-l40s"))["kind"] == "none"
+    overridden = v.nvlink_expectation(facts_with_topology("dgx-h100"), {"nvlink_links": 16})
+    assert set(overridden["links"].values()) == {16}
+
+
+def test_override_of_the_node_figure():
+    expectation = v.nccl_node_expectation(
+        facts_with_topology("pcie-l40s"), gpus("pcie-l40s"), {"nccl_node_busbw_gbps": 40, "node_floor_share": 0.9}
+    )
+    assert expectation["floor"] == 36.0 and "validate_thresholds" in expectation["reason"]
+
+
+def _ports(count, rate, state="Active"):
+    return [
+        {
+            "name": f"mlx5_{i}:1",
+            "hca": f"mlx5_{i}",
+            "ca_type": "MT4129",
+            "state": state,
+            "physical_state": "LinkUp",
+            "rate": rate,
+        }
+        for i in range(count)
+    ]
+
+
+def test_multi_node_floor_matches_the_published_nic_figures():
+    ndr = v.nccl_multi_expectation({"a": _ports(8, 400), "b": _ports(8, 400)})
+    assert ndr["expected"] == 376.0 and 370 > ndr["floor"] > 330  # 370-385 published (nccl-tests#290)
+    hdr = v.nccl_multi_expectation({"a": _ports(4, 200), "b": _ports(4, 200)})
+    assert hdr["expected"] == 94.0  # ~95 published (nccl-tests#252)
+    weakest = v.nccl_multi_expectation({"a": _ports(8, 400), "b": _ports(6, 400)})
+    assert weakest["expected"] == 282.0 and "(b)" in weakest["reason"]
+
+
+def test_multi_node_plan_pairs_within_a_fabric():
+    def node(fabric, count=8):
+        return {"checks": [], "fabric": fabric, "compute_ports": _ports(2, 400), "gpus": [{}] * count}
+
+    plan = v.multi_node_plan(
+        {
+            "n1": node("InfiniBand"),
+            "n2": node("InfiniBand"),
+            "n3": node("InfiniBand"),
+            "r1": node("Ethernet"),
+            "head": {"skipped": True},
+        }
+    )
+    runs = [(run["check"], run["hosts"]) for run in plan["runs"]]
+    assert runs == [("nccl_pair", ["n1", "n2"]), ("nccl_pair", ["n3", "n1"]), ("nccl_all", ["n1", "n2", "n3"])]
+    assert [(s["subject"], s["verdict"]) for s in plan["skipped"]] == [("r1", "skip")]
+    assert "the only node on the Ethernet fabric" in plan["skipped"][0]["reason"]
+
+
+def test_firmware_majority_is_the_reference_on_every_node():
+    def hca(name, version, part=4129):
+        return {"hca_id": name, "fw_ver": version, "vendor_part_id": part}
+
+    result = v.firmware_checks(
+        {
+            "a": [hca("mlx5_0", "28.39.1002"), hca("mlx5_1", "28.39.1002")],
+            "b": [hca("mlx5_0", "28.39.1002"), hca("mlx5_1", "28.37.1014"), hca("mlx5_2", "22.38.1002", 4125)],
+            "c": [],
+        }
+    )
+    assert [r["verdict"] for r in result["a"]] == ["pass"]
+    assert [(r["subject"], r["expected"], r["measured"]) for r in result["b"]] == [
+        ("mlx5_1", "28.39.1002", "28.37.1014")
+    ]
+    assert result["c"][0]["verdict"] == "skip"
+
+
+def test_largest_size_gates_not_the_average():
+    result = nccl_tests.parse_nccl_tests(
+        fixture("nccl_tests", "all_reduce_h100_a3mega_2node_16rank_wrong_root_format_no_final_hash.txt")
+    )
+    passed = v.nccl_check("nccl_pair", "a+b", result, {"floor": 330.0, "reason": "r"})
+    assert passed["verdict"] == "pass" and passed["measured"] == "338.82 GB/s"  # Avg line says 70.742
+    below = v.nccl_check("nccl_pair", "a+b", result, {"floor": 340.0, "reason": "r"})
+    assert below["verdict"] == "fail"
+    baseline = v.nccl_check("nccl_pair", "a+b", result, {"floor": 100.0}, baseline=360.0)
+    assert baseline["verdict"] == "fail" and "0.95 of this node's baseline 360.0" in baseline["reason"]
+
+
+def test_wrong_values_fail_regardless_of_bandwidth():
+    text = fixture("nccl_tests", "all_reduce_v100_sxm2_16gb_1node_8gpu_single_thread_g8_1g_only.txt")
+    result = nccl_tests.parse_nccl_tests(text.replace("135.50      0", "135.50      3"))
+    check = v.nccl_check("nccl_node", "n", result, {"floor": 100.0, "reason": "r"})
+    assert check["verdict"] == "fail" and "wrong values" in check["reason"]
+
+
+def test_xids_from_real_kernel_log_lines():
+    log = (
+        "[ 1234.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n"
+        "[ 1240.0] NVRM: Xid (PCI:0000:86:00): 13, Graphics SM Warp Exception on (GPC 1, TPC 0, SM 0)\n"
+        "[    0.7] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04\n"
+    )
+    xids = v.parse_xids(log)
+    assert [(x["xid"], x["pci"]) for x in xids] == [(79, "0000:3b:00"), (13, "0000:86:00")]
+    records = v.check_xids(xids, [{"index": 0, "pci_bus_id": "00000000:3B:00.0"}])
+    assert [(r["subject"], r["verdict"]) for r in records] == [("GPU0", "fail"), ("0000:86:00", "warn")]
+    # The device capture's real boot log has NVRM lines and no Xid.
+    assert v.parse_xids("[    0.747581] NVRM: loading NVIDIA UNIX Open Kernel Module") == []
+
+
+def test_pcie_downshift_at_idle_is_a_warning_not_a_failure():
+    base = {"index": 0, "pcie": {"max_gen": 5, "current_gen": 1, "max_width": 16, "current_width": 16}}
+    assert v.check_pcie([dict(base, performance_state="P8")])[0]["verdict"] == "warn"
+    assert v.check_pcie([dict(base, performance_state="P0")])[0]["verdict"] == "fail"
+    narrow = dict(
+        base, performance_state="P8", pcie={"max_gen": 5, "current_gen": 5, "max_width": 16, "current_width": 8}
+    )
+    assert v.check_pcie([narrow])[0]["verdict"] == "fail"
+
+
+def test_drain_reason_lists_the_failed_checks_and_is_bounded():
+    records = [
+        v.record("nvlink", "GPU3", 1, 0, "fail"),
+        v.record("pcie", "GPU5", 1, 0, "fail"),
+        v.record("ecc", "all GPUs", 1, 1, "pass"),
+    ]
+    assert v.drain_reason(records) == "gpuops-validate: nvlink GPU3, pcie GPU5"
+    many = [v.record("nvlink", f"GPU{i}", 1, 0, "fail") for i in range(100)]
+    assert len(v.drain_reason(many)) == 200
+
+
+def test_sinfo_reasons_only_for_drained_nodes():
+    text = "n1|drain|gpuops-validate: nvlink GPU3\nn2|idle|none\nn3|drng|maintenance\nn4|mix|none\n"
+    assert v.parse_sinfo_reasons(text) == {"n1": "gpuops-validate: nvlink GPU3", "n3": "maintenance"}
+
+
+@pytest.fixture
+def controller(monkeypatch):
+    return Node(monkeypatch, {}, {})
+
+
+def _report_args(tmp_path, **extra):
+    facts = facts_with_topology("dgx-h100")
+    healthy = [v.record("nvlink", "all GPUs", "18 links", "all active", "pass", "r")]
+    broken = [v.record("pcie", "GPU5", "Gen5 x16", "Gen3 x8", "fail", "<script>alert(1)</script>")]
+    run = {
+        "record": dict(v.record("nccl_node", "n1", ">= 435.4", "472.3 GB/s", "pass", "r"), floor=435.4),
+        "series": [{"size": 1 << k, "busbw": 400.0 * (1 << k) / ((1 << k) + (1 << 26))} for k in range(3, 34, 2)],
+        "busbw": 472.3,
+    }
+    nodes = {
+        "n1": {
+            "checks": healthy,
+            "hcas": [],
+            "compute_ports": [],
+            "nvidia_gpu": facts,
+            "nccl": [run],
+            "drained": "gpuops-validate: pcie GPU5",
+        },
+        "n2": {"checks": broken, "hcas": [], "compute_ports": [], "nvidia_gpu": facts, "nccl": []},
+    }
+    return {"nodes": nodes, "dest": str(tmp_path / "report"), **extra}
+
+
+def test_report_decides_drain_and_resume_and_writes_a_self_contained_page(controller, tmp_path):
+    result = run_module(validation_report.main, _report_args(tmp_path)).result
+    assert result["verdict"] == "fail" and result["drain"] == {"n2": "gpuops-validate: pcie GPU5"}
+    assert result["resume"] == ["n1"] and not result["changed"]
+    assert result["findings"] == ["n2: pcie GPU5: expected Gen5 x16, measured Gen3 x8 (<script>alert(1)</script>)"]
+    html = (tmp_path / "report" / "validation.html").read_text()
+    assert "<script>" not in html and "&lt;script&gt;" in html  # autoescaped
+    assert html.count("<svg") == 3  # n1's plot, n1's and n2's topology pictures
+    assert "NVSwitch3" in html and "mlx5_11" in html and "NUMA1" in html
+    data = json.loads((tmp_path / "report" / "validation.json").read_text())
+    assert data["nodes"]["n2"]["verdict"] == "fail" and "nccl_svg" not in data["nodes"]["n1"]
+
+
+def test_report_in_report_mode_drains_nothing_and_check_mode_writes_nothing(controller, tmp_path):
+    result = run_module(validation_report.main, _report_args(tmp_path, mode="report")).result
+    assert result["drain"] == {} and result["resume"] == []
+    run_module(validation_report.main, _report_args(tmp_path / "check"), check_mode=True)
+    assert not (tmp_path / "check").exists()
+
+
+def test_report_without_the_plot_libraries_keeps_every_table(controller, tmp_path, monkeypatch):
+    monkeypatch.setattr(r, "missing_libraries", lambda: ["matplotlib", "networkx"])
+    result = run_module(validation_report.main, _report_args(tmp_path)).result
+    html = (tmp_path / "report" / "validation.html").read_text()
+    assert "<svg" not in html and "pip install matplotlib networkx" in html and "Gen3 x8" in html
+    assert result["warnings_text"]
+
+
+def test_baseline_record_writes_each_node_s_bus_bandwidth(controller, tmp_path):
+    run_module(
+        validation_report.main, _report_args(tmp_path, baseline_record=True, baseline_dir=str(tmp_path / "baseline"))
+    )
+    assert json.loads((tmp_path / "baseline" / "n1.json").read_text())["nccl_node_busbw_gbps"] == 472.3
+    assert not (tmp_path / "baseline" / "n2.json").exists()
+
+
+def test_topology_graph_of_a_dgx1_has_direct_nvlinks_and_numa_edges():
+    nodes, edges = r.topology_graph(facts_with_topology("dgx1-v100"))
+    kinds = {kind for _a, _b, kind in edges}
+    assert {"NVLink", "NUMA", "PCIe switch"} <= kinds
+    assert not any(n["kind"] == "NVSwitch" for n in nodes)
+    assert ("GPU0", "GPU1", "NVLink") in edges

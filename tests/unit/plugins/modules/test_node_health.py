@@ -1,0 +1,159 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""node_health against the gpusim stand-in tools of a profile, healthy and with injected faults:
+each fault fails its own check and no other; the hk inventory's NCCL_IB_HCA list is caught."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from ansible.module_utils import basic
+from ansible_collections.gpuops.cluster.plugins.modules import node_health
+from conftest import GPUSIM, profile_facts
+from module_harness import Node, run_module
+
+DRIVER = "580.95.05"
+
+
+@pytest.fixture
+def stand_ins(tmp_path, monkeypatch):
+    """A bin folder of the gpusim stand-ins, run for real, and a node root with dpkg's status."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = (GPUSIM / "repo" / "nvidia-smi.py").read_text()
+    (bin_dir / "nvidia-smi").write_text(smi.replace("@DRIVER_VERSION@", DRIVER).replace("@CUDA_VERSION@", "12.8"))
+    for tool in ("ibstat", "ibv_devinfo", "dmesg", "lspci"):
+        (bin_dir / tool).write_text((GPUSIM / "bin" / tool).read_text())
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    root = tmp_path / "root"
+    (root / "var/lib/dpkg").mkdir(parents=True)
+    (root / "etc").mkdir()
+    (root / "var/lib/dpkg/status").write_text(
+        f"Package: nvidia-driver-580-open\nStatus: install ok installed\nVersion: {DRIVER}-1\n\n"
+        f"Package: libnvidia-compute-580\nStatus: install ok installed\nVersion: {DRIVER}-1\n\n"
+    )
+    faults = tmp_path / "faults.json"
+    faults.write_text("{}")
+
+    class Tools:
+        def __init__(self):
+            self.root, self.faults, self.profile = root, faults, None
+
+        def run(self, argv, **kwargs):
+            env = {
+                "PATH": f"{bin_dir}:/usr/bin:/bin",
+                "GPUSIM_FAULTS": str(faults),
+                "GPUSIM_PROFILE_DIR": str(GPUSIM / "profiles" / self.profile),
+                "LC_ALL": "C",
+            }
+            done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+            return done.returncode, done.stdout, done.stderr
+
+    tools = Tools()
+    binaries = {name: str(bin_dir / name) for name in ("nvidia-smi", "ibstat", "ibv_devinfo", "dmesg")}
+    Node(monkeypatch, binaries, {})
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda module, argv, **kwargs: tools.run(argv, **kwargs))
+    return tools
+
+
+def health(stand_ins, profile, faults=None, nccl_conf=None, **options):
+    stand_ins.profile = profile
+    stand_ins.faults.write_text(json.dumps(faults or {}))
+    if nccl_conf is not None:
+        (stand_ins.root / "etc/nccl.conf").write_text(nccl_conf)
+    facts = profile_facts(profile)
+    args = {"nvidia_gpu": facts, "infiniband": {}, "dcgm_level": 0, "root": str(stand_ins.root), **options}
+    result = run_module(node_health.main, args).result
+    return result, {(c["check"], c["subject"]): c for c in result["checks"]}
+
+
+def failed(checks):
+    return {key for key, c in checks.items() if c["verdict"] == "fail"}
+
+
+H100_HCAS = "NCCL_IB_HCA==" + ",".join(f"mlx5_{i}:1" for i in (0, 3, 4, 5, 6, 9, 10, 11)) + "\n"
+
+
+def test_healthy_dgx_h100_passes_every_check_it_can_measure(stand_ins):
+    result, checks = health(stand_ins, "dgx-h100", nccl_conf=H100_HCAS)
+    assert failed(checks) == set() and result["verdict"] == "pass"
+    verdicts = {key[0]: c["verdict"] for key, c in checks.items()}
+    assert verdicts == {
+        "gpu_count": "pass",
+        "driver_version": "pass",
+        "persistence_mode": "pass",
+        "ecc": "pass",
+        "pcie": "pass",
+        "xid": "pass",
+        "nvlink": "pass",
+        "ib_ports": "pass",
+        "hca_pcie": "skip",
+        "nccl_hcas": "pass",
+        "slurmd": "skip",
+    }
+    assert checks[("nvlink", "all GPUs")]["expected"] == "18 links per GPU at 26.562 GB/s"
+    assert checks[("gpu_count", "node")]["expected"] == 8
+    assert result["nccl_expected"]["floor"] == 435.4
+    assert len(result["hcas"]) == 12 and result["fabric"] == "InfiniBand"
+
+
+def test_each_fault_fails_its_own_check_and_no_other(stand_ins):
+    faults = {
+        "nvlink_down": [{"gpu": 3, "link": 5}],
+        "pcie": [{"gpu": 5, "gen": 3, "width": 8}],
+        "ib_rate": {"mlx5_4": 200},
+        "xid": [{"gpu": 2, "xid": 79}, {"gpu": 0, "xid": 13}],
+    }
+    _result, checks = health(stand_ins, "dgx-h100", faults, nccl_conf=H100_HCAS)
+    assert failed(checks) == {("nvlink", "GPU3"), ("pcie", "GPU5"), ("ib_ports", "mlx5_4:1"), ("xid", "GPU2")}
+    assert checks[("xid", "GPU0")]["verdict"] == "warn"  # Xid 13 is not in the fatal list
+    assert checks[("nvlink", "GPU3")]["measured"] == "17 of 18 links active; inactive: link 5"
+
+
+def test_the_hk_inventory_hca_list_fails_against_a_dgx_h100(stand_ins):
+    """inventories/hk used to list mlx5_0..7; a DGX H100's InfiniBand ports are 0, 3-6, 9-11."""
+    conf = "NCCL_IB_HCA==" + ",".join(f"mlx5_{i}:1" for i in range(8)) + "\n"
+    _result, checks = health(stand_ins, "dgx-h100", nccl_conf=conf)
+    check = checks[("nccl_hcas", "nccl.conf")]
+    assert check["verdict"] == "fail"
+    assert "active but not in NCCL_IB_HCA: mlx5_9:1, mlx5_10:1, mlx5_11:1" in check["reason"]
+    assert "not an active compute port: mlx5_1:1, mlx5_2:1, mlx5_7:1" in check["reason"]
+
+
+def test_pcie_only_node_expects_no_nvlink_and_its_roce_port(stand_ins):
+    result, checks = health(stand_ins, "pcie-l40s", nccl_conf="NCCL_IB_HCA==mlx5_0:1\n")
+    assert checks[("nvlink", "node")]["verdict"] == "skip" and failed(checks) == set()
+    assert result["fabric"] == "Ethernet" and "PCIe only" in result["nccl_expected"]["reason"]
+
+
+def test_output_a_parser_cannot_read_is_a_failed_check_naming_the_command(stand_ins, tmp_path):
+    broken = tmp_path / "bin" / "nvidia-smi"
+    broken.write_text(
+        "#!/bin/sh\nif [ \"$1\" = nvlink ]; then echo 'GPU 0: X (UUID: u)'; echo ' Link 0: fast'; "
+        "else exec " + str(tmp_path / "real-smi") + ' "$@"; fi\n'
+    )
+    (tmp_path / "real-smi").write_text(
+        (GPUSIM / "repo" / "nvidia-smi.py")
+        .read_text()
+        .replace("@DRIVER_VERSION@", DRIVER)
+        .replace("@CUDA_VERSION@", "12.8")
+    )
+    (tmp_path / "real-smi").chmod(0o755)
+    _result, checks = health(stand_ins, "dgx-h100", nccl_conf=H100_HCAS)
+    check = checks[("nvlink", "node")]
+    assert check["verdict"] == "fail"
+    assert "could not read `nvidia-smi nvlink -s`" in check["reason"] and "line 2" in check["reason"]
+    assert checks[("ib_ports", "8 InfiniBand port(s)")]["verdict"] == "pass"  # the other checks still ran
+
+
+def test_a_node_without_gpus_is_skipped(stand_ins):
+    result = run_module(node_health.main, {"nvidia_gpu": {"present": False}, "root": str(stand_ins.root)}).result
+    assert result["verdict"] == "skip" and result["checks"][0]["reason"] == "no NVIDIA GPU"
+
+
+def test_a_wrong_dcgm_level_is_refused_naming_it(stand_ins):
+    exited = run_module(node_health.main, {"nvidia_gpu": {"present": True}, "dcgm_level": 7})
+    assert exited.failed and "dcgm_level is 7" in exited.result["msg"]
