@@ -99,9 +99,13 @@ def topology_graph(nvidia_gpu, compute_ports=None):
     """Nodes (GPUs, NVSwitches, NICs, NUMA nodes) and typed edges of one node, from its facts."""
     nvidia_gpu = nvidia_gpu or {}
     topology = nvidia_gpu.get("topology") or {}
-    gpus = list(topology.get("gpus") or [])
     rows = topology.get("links") or {}
-    numa = topology.get("numa_affinity") or {}
+    # gpu_facts: one entry per GPU with its NUMA node; parse_topo's shape has gpus and numa_affinity.
+    gpus = [f"GPU{gpu['index']}" for gpu in nvidia_gpu.get("gpus") or [] if gpu.get("index") is not None]
+    numa = {f"GPU{gpu['index']}": gpu.get("numa_node") for gpu in nvidia_gpu.get("gpus") or []}
+    if not gpus:
+        gpus = list(topology.get("gpus") or [])
+        numa = topology.get("numa_affinity") or {}
     fabric_nics = {p["hca"] for p in compute_ports or []}
     nics = [n for n in topology.get("nics") or [] if not fabric_nics or n in fabric_nics]
     nodes, edges = [], []
@@ -124,7 +128,7 @@ def topology_graph(nvidia_gpu, compute_ports=None):
         else:
             for other, cell in (rows.get(gpu) or {}).items():
                 if other in gpus and cell.startswith("NV") and gpu < other:
-                    edges.append((gpu, other, "NVLink"))
+                    edges.append((gpu, other, "NVLink", cell))
         for nic in nics:
             cell = (rows.get(gpu) or {}).get(nic)
             if cell in ("PIX", "PXB"):
@@ -146,6 +150,7 @@ def topology_graph(nvidia_gpu, compute_ports=None):
 def topology_svg(host, nvidia_gpu, compute_ports=None):
     """The node's topology picture: NVSwitches on top, GPUs, then NICs, NUMA nodes at the bottom."""
     import networkx as nx  # noqa: PLC0415 - optional, controller only
+    from matplotlib.lines import Line2D  # noqa: PLC0415 - optional, controller only
 
     plt = _pyplot()
     nodes, edges = topology_graph(nvidia_gpu, compute_ports)
@@ -156,8 +161,8 @@ def topology_svg(host, nvidia_gpu, compute_ports=None):
         graph.add_node(
             node["id"], kind=node["kind"], layer={"NVSwitch": 0, "GPU": 1, "NIC": 2, "NUMA": 3}[node["kind"]]
         )
-    for a, b, kind in edges:
-        graph.add_edge(a, b, kind=kind)
+    for a, b, kind, *cell in edges:
+        graph.add_edge(a, b, kind=kind, cell=cell[0] if cell else "")
     layout = nx.multipartite_layout(graph, subset_key="layer", align="horizontal", scale=1.0)
     for node, (x, y) in list(layout.items()):
         layout[node] = (x, -y)
@@ -170,19 +175,46 @@ def topology_svg(host, nvidia_gpu, compute_ports=None):
         xs = sorted(layout[n][0] for n in names)
         for name, x in zip(names, xs):
             layout[name] = (x, layout[name][1])
-    figure, axes = plt.subplots(figsize=(max(6.0, 0.9 * max(1, len(nodes) // 2)), 3.8))
+    widest = max(sum(1 for n in graph if graph.nodes[n]["layer"] == layer) for layer in range(4))
+    figure, axes = plt.subplots(figsize=(max(6.0, 0.75 * widest), 3.8))
     for kind, style in EDGE_STYLE.items():
         chosen = [(a, b) for a, b, data in graph.edges(data=True) if data["kind"] == kind]
-        if chosen:
+        # GPU-to-GPU NVLinks (no switch) join nodes of one row: arcs, labelled with their NV# cell.
+        peers = [(a, b) for a, b in chosen if graph.nodes[a]["kind"] == graph.nodes[b]["kind"] == "GPU"]
+        straight = [edge for edge in chosen if edge not in peers]
+        if straight:
             nx.draw_networkx_edges(
                 graph,
                 layout,
-                edgelist=chosen,
+                edgelist=straight,
                 edge_color=style["color"],
                 width=style["width"],
                 ax=axes,
                 alpha=0.8,
                 label=kind,
+            )
+        if peers:
+            nx.draw_networkx_edges(
+                graph,
+                layout,
+                edgelist=peers,
+                edge_color=style["color"],
+                width=style["width"],
+                ax=axes,
+                alpha=0.8,
+                arrows=True,
+                arrowstyle="-",
+                node_size=1100,
+                connectionstyle="arc3,rad=0.35",
+                label=None if straight else kind,
+            )
+            nx.draw_networkx_edge_labels(
+                graph,
+                layout,
+                edge_labels={e: graph.edges[e]["cell"] for e in peers},
+                font_size=5,
+                ax=axes,
+                connectionstyle="arc3,rad=0.35",
             )
     for kind, color in NODE_COLOR.items():
         chosen = [n for n in graph if graph.nodes[n]["kind"] == kind]
@@ -192,15 +224,20 @@ def topology_svg(host, nvidia_gpu, compute_ports=None):
                 layout,
                 nodelist=chosen,
                 node_color=color,
-                node_size=650,
+                node_size=1100,
                 node_shape="s",
                 ax=axes,
                 edgecolors="#333333",
                 linewidths=0.6,
             )
-    nx.draw_networkx_labels(graph, layout, font_size=6, ax=axes)
+    labels = {n: n.replace("NVSwitch", "NVSw\n").replace("mlx5_", "mlx5\n_") for n in graph}
+    nx.draw_networkx_labels(graph, layout, labels=labels, font_size=6, ax=axes)
     axes.set_title(f"{host}: GPUs, NVSwitches, compute NICs and NUMA nodes", fontsize=9)
-    axes.legend(fontsize=7, loc="lower right", frameon=False)
+    present = {data["kind"] for _a, _b, data in graph.edges(data=True)}
+    handles = [
+        Line2D([0], [0], color=s["color"], lw=s["width"], label=k) for k, s in EDGE_STYLE.items() if k in present
+    ]
+    axes.legend(handles=handles, fontsize=7, loc="lower right", frameon=False)
     axes.axis("off")
     return _svg(figure)
 

@@ -91,8 +91,8 @@ busbw:
   description: The bus bandwidth at the largest size (GB/s), or null.
   returned: always
   type: float
-rc:
-  description: The command's exit status (null in check mode).
+command_rc:
+  description: The command's exit status (null in check mode). A non-zero status fails the check, not the task.
   returned: always
   type: int
 output_tail:
@@ -135,7 +135,7 @@ def main():
             v.record(p["check"], p["subject"], floor, None, "skip", "check mode: not run"),
             series=[],
             busbw=None,
-            rc=None,
+            command_rc=None,
             output_tail=[],
         )
     argv = list(p["argv"])
@@ -154,7 +154,7 @@ def main():
             v.record(p["check"], p["subject"], floor, None, "fail", reason),
             series=[],
             busbw=None,
-            rc=rc,
+            command_rc=rc,
             output_tail=tail,
         )
     record = v.nccl_check(p["check"], p["subject"], result, expectation, p["baseline"], p["baseline_share"])
@@ -165,7 +165,7 @@ def main():
         values = [value for value in (row["oop"]["busbw"], row["ip"]["busbw"]) if value is not None]
         series.append({"size": row["size"], "busbw": max(values) if values else None})
     top = max(series, key=lambda row: row["size"]) if series else {}
-    done(record, series=series, busbw=top.get("busbw"), rc=rc, output_tail=tail)
+    done(record, series=series, busbw=top.get("busbw"), command_rc=rc, output_tail=tail)
 
 
 if __name__ == "__main__":

@@ -11,16 +11,21 @@ import pytest
 from ansible_collections.gpuops.cluster.plugins.module_utils import nccl_tests, nvidia_smi
 from ansible_collections.gpuops.cluster.plugins.module_utils import report as r
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
+from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts
+from ansible_collections.gpuops.cluster.plugins.module_utils.pci import classify, parse_lspci
 from ansible_collections.gpuops.cluster.plugins.modules import validation_report
-from conftest import GPUSIM, fixture, profile_facts
+from conftest import GPUSIM, fixture
 from module_harness import Node, run_module
 
 
 def facts_with_topology(profile):
-    facts = profile_facts(profile)
-    topology = nvidia_smi.parse_topo((GPUSIM / "profiles" / profile / "nvidia-smi-topo-m.txt").read_text())
-    facts["topology"] = topology
-    return facts
+    """A node's nvidia_gpu facts as gpu_facts builds them once the driver is in (lspci, -q -x, topo -m)."""
+    folder = GPUSIM / "profiles" / profile
+    return build_gpu_facts(
+        classify(parse_lspci((folder / "lspci-Dnn.txt").read_text())),
+        nvidia_smi.parse_query_xml((folder / "nvidia-smi-q-x.xml").read_text()),
+        nvidia_smi.parse_topo((folder / "nvidia-smi-topo-m.txt").read_text()),
+    )
 
 
 def gpus(profile):
@@ -211,7 +216,7 @@ def test_report_decides_drain_and_resume_and_writes_a_self_contained_page(contro
     html = (tmp_path / "report" / "validation.html").read_text()
     assert "<script>" not in html and "&lt;script&gt;" in html  # autoescaped
     assert html.count("<svg") == 3  # n1's plot, n1's and n2's topology pictures
-    assert "NVSwitch3" in html and "mlx5_11" in html and "NUMA1" in html
+    assert "NVSw" in html and "_11" in html and "NUMA1" in html and "GPU7" in html
     data = json.loads((tmp_path / "report" / "validation.json").read_text())
     assert data["nodes"]["n2"]["verdict"] == "fail" and "nccl_svg" not in data["nodes"]["n1"]
 
@@ -241,7 +246,7 @@ def test_baseline_record_writes_each_node_s_bus_bandwidth(controller, tmp_path):
 
 def test_topology_graph_of_a_dgx1_has_direct_nvlinks_and_numa_edges():
     nodes, edges = r.topology_graph(facts_with_topology("dgx1-v100"))
-    kinds = {kind for _a, _b, kind in edges}
+    kinds = {edge[2] for edge in edges}
     assert {"NVLink", "NUMA", "PCIe switch"} <= kinds
     assert not any(n["kind"] == "NVSwitch" for n in nodes)
-    assert ("GPU0", "GPU1", "NVLink") in edges
+    assert ("GPU0", "GPU1", "NVLink", "NV1") in edges and ("GPU0", "GPU3", "NVLink", "NV2") in edges
