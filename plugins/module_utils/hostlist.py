@@ -41,6 +41,17 @@ def _split_top(text):
     return [p.strip() for p in parts if p.strip()]
 
 
+def _bound(text, inner, size):
+    """Refuse a bracket whose ranges alone would exceed MAX_HOSTS, before expanding them."""
+    total = 0
+    for item in inner.split(","):
+        match = RANGE.match(item.strip())
+        if match:
+            total += max(0, int(match.group(2) or match.group(1)) - int(match.group(1)) + 1)
+    if total * size > MAX_HOSTS:
+        raise HostlistError(f"hostlist {text[:80]!r} names more than {MAX_HOSTS} hosts; is a range mistyped?")
+
+
 def _numbers(text, inner):
     out = []
     for item in inner.split(","):
@@ -57,6 +68,11 @@ def _numbers(text, inner):
     return out
 
 
+# The most hosts one expression may name: far beyond any Slurm cluster, and a bound on memory (an
+# expression of a few brackets can name billions).
+MAX_HOSTS = 100000
+
+
 def hostlist_expand(expression):
     if isinstance(expression, (list, tuple)):
         expression = ",".join(expression)
@@ -65,7 +81,17 @@ def hostlist_expand(expression):
     hosts, seen = [], set()
     for part in _split_top(expression):
         pieces = re.split(r"\[([^\]]*)\]", part)
-        choices = [[pieces[i]] if i % 2 == 0 else _numbers(expression, pieces[i]) for i in range(len(pieces))]
+        choices = []
+        size = 1
+        for i, piece in enumerate(pieces):
+            if i % 2:
+                _bound(expression, piece, size)
+            choices.append([piece] if i % 2 == 0 else _numbers(expression, piece))
+            size *= len(choices[-1])
+            if size + len(hosts) > MAX_HOSTS:
+                raise HostlistError(
+                    f"hostlist {expression[:80]!r} names more than {MAX_HOSTS} hosts; is a range mistyped?"
+                )
         for combo in itertools.product(*choices):
             name = "".join(combo)
             if name not in seen:
@@ -118,6 +144,11 @@ def hostlist_compress(hosts):
             del groups[(prefix, suffix, width)]
     items = [(host, -1, host) for host in plain]
     for (prefix, suffix, width), numbers in groups.items():
+        if suffix:
+            # Slurm 22.05 (Debian 12's, the one the slurm role installs) answers "Invalid hostlist"
+            # to a bracket with text after it (node-[01-02]-gpu): such hosts are listed one by one.
+            items += [(prefix, number, f"{prefix}{str(number).zfill(width)}{suffix}") for number in sorted(numbers)]
+            continue
         ranges = _ranges(numbers)
         text = ",".join(
             str(low).zfill(width) if low == high else f"{str(low).zfill(width)}-{str(high).zfill(width)}"

@@ -14,7 +14,7 @@ IBDEV2NETDEV_COMMAND = "ibdev2netdev"
 
 _CA = re.compile(r"CA '([^']+)'\Z")
 _PORT = re.compile(r"Port (\d+):\Z")
-_FIELD = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*:\s*(.*)\Z")
+_KEY = re.compile(r"[A-Za-z][A-Za-z ]*\Z")
 _GUID = re.compile(r"0x[0-9a-fA-F]+\Z")
 _RATE = re.compile(r"\d+(?:\.\d+)?\Z")
 
@@ -44,7 +44,8 @@ STATES = ("Active", "Down", "Initializing", "Armed", "Polling", "Disabled", "Unk
 
 def _value(key, raw, line_number, line):
     if key in _INT_FIELDS:
-        if not raw.isdigit():
+        # isdigit() alone takes "²" and other digits int() refuses.
+        if not (raw.isascii() and raw.isdigit()):
             raise ParseError(f"{key} is not a number", IBSTAT_COMMAND, line_number, line)
         return int(raw)
     if key in _GUID_FIELDS:
@@ -125,10 +126,12 @@ def parse_ibstat(text):
             port.update(dict.fromkeys(_PORT_FIELDS.values()))
             ca["ports"].append(port)
             continue
-        match = _FIELD.match(stripped)
-        if not match:
+        # partition, not one regex of a lazy key and spaces: that backtracked quadratically on a
+        # long line without a colon (32k spaces took 2 s).
+        key, colon, raw = stripped.partition(":")
+        key, raw = key.rstrip(), raw.strip()
+        if not colon or not _KEY.match(key):
             raise ParseError("not a CA, Port or 'key: value' line", IBSTAT_COMMAND, line_number, line)
-        key, raw = match.group(1), match.group(2).strip()
         if key in _PORT_FIELDS:
             if port is None:
                 raise ParseError("a port field outside of a Port block", IBSTAT_COMMAND, line_number, line)

@@ -17,8 +17,10 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.topology import ran
 TOPO_COMMAND = "nvidia-smi topo -m"
 QUERY_COMMAND = "nvidia-smi -q -x"
 
-# Terminal colour and cursor sequences some wrappers leave in captured output.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# Terminal colour and cursor sequences: nvidia-smi underlines the header even into a pipe (the
+# H100 capture in tests/unit/fixtures/topo), and a copy through a terminal that dropped the ESC
+# bytes leaves "[4m" and "[0m" behind.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\[[0-9;]*m")
 # One matrix cell. Old drivers said SOC where newer ones say SYS.
 _LINK = r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC"
 _LINKS_RE = re.compile(rf"(?:{_LINK})+")
@@ -103,7 +105,8 @@ def parse_topo(text):
             header_at = number
             break
     if header_at is None:
-        raise ParseError("no matrix header (a line of column names starting with GPU0)", TOPO_COMMAND)
+        first = next(((n, line) for n, line in enumerate(lines, 1) if line.strip()), (None, None))
+        raise ParseError("no matrix header (a line of column names starting with GPU0)", TOPO_COMMAND, *first)
     devices, extra = _header_columns(lines[header_at - 1], header_at)
     width = len(devices)
 
@@ -161,6 +164,16 @@ def parse_topo(text):
 
     def name(dev):
         return legend.get(dev, dev)
+
+    unnamed = [dev for dev in devices if re.match(r"NIC\d+\Z", dev) and dev not in legend]
+    if unnamed:
+        raise ParseError(
+            "the NIC Legend is missing or cut off: no kernel name for {} (run nvidia-smi topo -m again and keep "
+            "its whole output)".format(", ".join(unnamed)),
+            TOPO_COMMAND,
+            header_at,
+            lines[header_at - 1],
+        )
 
     gpus = [dev for dev in devices if re.match(r"GPU\d+\Z", dev)]
     nics = [name(dev) for dev in devices if dev not in gpus]
@@ -289,7 +302,9 @@ def parse_query_xml(text):
     # The DOCTYPE names a DTD file nvidia-smi does not ship; the parser must not look for it.
     body = re.sub(r"<!DOCTYPE[^>\[]*(\[[^\]]*\])?\s*>", "", body, count=1)
     try:
-        root = ET.fromstring(body.encode("utf-8", "surrogateescape"))
+        # Bytes the command printed that were not UTF-8 arrive as surrogates; a lone one that no
+        # encoding takes back becomes U+FFFD, and the XML parser judges the rest.
+        root = ET.fromstring(body.encode("utf-8", "replace"))
     except ET.ParseError as exc:
         line_number = exc.position[0] + skipped_lines if getattr(exc, "position", None) else None
         all_lines = text.split("\n")

@@ -118,12 +118,13 @@ BRIDGE_CLASS = "0680"
 NETWORK_CLASSES = ("0200", "0207")  # Ethernet controller, Infiniband controller
 
 _ADDR = r"(?P<addr>(?:[0-9a-fA-F]{1,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])"
-# lspci -nn: ADDR CLASS [cccc]: VENDOR DEVICE [vvvv:dddd] (rev rr)
-_NN = re.compile(
-    _ADDR + r"\s+(?P<class_name>.*?)\s*\[(?P<class_id>[0-9a-fA-F]{4})\]:\s+(?P<desc>.*?)\s*"
-    r"\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\](?:\s+\(rev (?P<rev>[0-9a-fA-F]{2})\))?"
-    r"(?P<rest>.*)\Z"
-)
+# lspci -nn: ADDR CLASS [cccc]: VENDOR DEVICE [vvvv:dddd] (rev rr), read in steps, each a search
+# that stops at its first match: one regex of lazy groups backtracked quadratically on a line of
+# many "[cccc]: " groups (4,000 took 4 s).
+_NN_ADDR = re.compile(_ADDR + r"\s+")
+_NN_CLASS = re.compile(r"\[([0-9a-fA-F]{4})\]:\s+")
+_NN_IDS = re.compile(r"\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\]")
+_NN_REV = re.compile(r"\s+\(rev ([0-9a-fA-F]{2})\)")
 # lspci -n: ADDR cccc: vvvv:dddd (rev rr)
 _N = re.compile(
     _ADDR + r"\s+(?P<class_id>[0-9a-fA-F]{4}):\s+(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})"
@@ -185,6 +186,31 @@ def _mm_device(match, line_number, line):
     }
 
 
+def _nn_device(line):
+    """An ``lspci -nn`` line as a device, or None when it is not one; linear in the line's length."""
+    addr = _NN_ADDR.match(line)
+    if not addr:
+        return None
+    klass = _NN_CLASS.search(line, addr.end())
+    if not klass:
+        return None
+    ids = _NN_IDS.search(line, klass.end())
+    if not ids:
+        return None
+    rev = _NN_REV.match(line, ids.end())
+    vendor_name, device_name = _split_name(line[klass.end() : ids.start()].strip())
+    return {
+        "pci_bus_id": normalize_bus_id(addr.group("addr")),
+        "class_id": klass.group(1).lower(),
+        "class_name": line[addr.end() : klass.start()].strip() or None,
+        "vendor_id": ids.group(1).lower(),
+        "vendor_name": vendor_name,
+        "device_id": ids.group(2).lower(),
+        "device_name": device_name or None,
+        "revision": rev.group(1) if rev else None,
+    }
+
+
 def parse_lspci(text):
     """Parse ``lspci -Dnn`` (also ``-nn``, ``-Dn`` and ``-Dnnmm``): one dict per device.
 
@@ -200,20 +226,8 @@ def parse_lspci(text):
         stripped = line.strip()
         if not stripped or stripped.startswith(("pcilib:", "lspci:")):
             continue
-        match = _NN.match(stripped)
-        if match:
-            vendor_name, device_name = _split_name(match.group("desc"))
-            device = {
-                "pci_bus_id": normalize_bus_id(match.group("addr")),
-                "class_id": match.group("class_id").lower(),
-                "class_name": match.group("class_name") or None,
-                "vendor_id": match.group("vendor").lower(),
-                "vendor_name": vendor_name,
-                "device_id": match.group("device").lower(),
-                "device_name": device_name or None,
-                "revision": match.group("rev"),
-            }
-        else:
+        device = _nn_device(stripped)
+        if device is None:
             match = _N.match(stripped)
             if match:
                 device = {

@@ -50,7 +50,7 @@ def _int_or_none(text, name, number, line):
     text = text.strip()
     if text == "":
         return None
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise ParseError(f"the {name} column holds {text!r}, not a number", "lscpu -p", number, line)
     return int(text)
 

@@ -223,6 +223,11 @@ def main():
         rc, out, err = run(module, argv)
         if rc == 0:
             query = parse_or_fail(module, parse_query_xml, out, argv)
+            if query["attached_gpus"] is not None and query["attached_gpus"] != len(query["gpus"]):
+                module.warn(
+                    "`{}` says attached_gpus {} but lists {} <gpu> element(s): the facts hold only the listed "
+                    "ones".format(" ".join(argv), query["attached_gpus"], len(query["gpus"]))
+                )
         else:
             smi_error = first_line(out, err) or f"exit code {rc}"
     if query and query["gpus"] and params["topology"]:

@@ -143,6 +143,13 @@ def main():
         facts = _absent(sysfs_cas, "ibstat: {}".format(first_line(err, out) or f"exit code {rc}"))
         module.exit_json(changed=False, ansible_facts={"infiniband": facts})
     cas = parse_or_fail(module, parse_ibstat, out, argv)
+    if rc != 0:
+        # ibstat prints the adapters it could query and exits non-zero when one fails.
+        module.warn(
+            "ibstat exited {} after listing {}: {}; adapters it could not query are missing from the facts".format(
+                rc, ", ".join(ca["name"] for ca in cas) or "no adapter", first_line(err) or "no message"
+            )
+        )
     if not cas:
         module.exit_json(changed=False, ansible_facts={"infiniband": _absent(sysfs_cas, "ibstat lists no adapter")})
 

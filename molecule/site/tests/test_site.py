@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import time
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuops.cluster.plugins.module_utils import slurm
+from ansible_collections.gpuops.cluster.plugins.module_utils import hostlist, slurm
 from hosts import name
 from slurm_checks import accounted_gpu_job, assert_idle_with_gres
 
@@ -275,3 +276,38 @@ def test_slurmd_c_of_the_real_slurm_matches_the_node_line_built_from_the_same_ha
     assert slurm.compare_node(declared, measured, memtotal - real) == []
     # And the comparison catches a wrong line: the profile's counts are not the container's.
     assert slurm.compare_node(dict(declared, CPUs=declared["CPUs"] + 1), measured, memtotal - real)
+
+
+def _random_host_sets(count, seed=20261123):
+    """Host sets of the shapes sites use: prefixes with digits and dashes, zero padding, a text
+    after the number (node-01-gpu), several numbers in a name (rack1-node04), gaps."""
+    rng = random.Random(seed)
+    sets = []
+    for _ in range(count):
+        prefix = rng.choice(["node", "gpu", "n", "rack1-node", "hk-gpu", "a", "dgx-h100-"])
+        suffix = rng.choice(["", "", "", "-ib", "-gpu", "b"])
+        width = rng.choice([0, 2, 3])
+        numbers = rng.sample(range(0, 120), rng.randint(1, 12))
+        sets.append(sorted({f"{prefix}{str(n).zfill(width)}{suffix}" for n in numbers}))
+    return sets
+
+
+def test_hostlists_agree_with_slurms_own_scontrol_both_ways(host):
+    """Differential test against the installed Slurm (22.05): what hostlist_compress writes,
+    scontrol expands to the same hosts; what scontrol compresses, hostlist_expand reads back."""
+    head(host)
+    sets = _random_host_sets(200)
+    ours = [hostlist.hostlist_compress(hosts) for hosts in sets]
+    script = "".join(
+        f"echo '=== {i}'; scontrol show hostnames '{expression}' 2>&1; echo '--- {i}'; "
+        f"scontrol show hostlist '{','.join(hosts)}' 2>&1\n"
+        for i, (expression, hosts) in enumerate(zip(ours, sets, strict=True))
+    )
+    out = host.check_output(f"bash -c {json.dumps(script)}")
+    blocks = re.split(r"^=== \d+\n", out, flags=re.M)[1:]
+    assert len(blocks) == len(sets)
+    for hosts, expression, block in zip(sets, ours, blocks, strict=True):
+        expanded, _sep, slurm_compressed = block.partition("---")
+        slurm_compressed = slurm_compressed.split("\n", 1)[1].strip()
+        assert sorted(expanded.split()) == hosts, (expression, expanded)
+        assert sorted(hostlist.hostlist_expand(slurm_compressed)) == hosts, slurm_compressed

@@ -38,7 +38,10 @@ def test_expand(expression, hosts):
         (["node1", "node01"], "node01,node1"),
         (["gpu3"], "gpu3"),
         (["head", "gpu2", "gpu1", "login"], "gpu[1-2],head,login"),
-        (["a1-ib", "a2-ib", "a3"], "a[1-2]-ib,a3"),
+        # Slurm 22.05 refuses text after a bracket ("Invalid hostlist"): such hosts stay one by one.
+        (["a1-ib", "a2-ib", "a3"], "a1-ib,a2-ib,a3"),
+        (["node-01-gpu", "node-02-gpu"], "node-01-gpu,node-02-gpu"),
+        (["n1-ib", "n2-ib", "n3-ib"], "n1-ib,n2-ib,n3-ib"),
         (["gpu02", "gpu01", "gpu02"], "gpu[01-02]"),
     ],
 )
