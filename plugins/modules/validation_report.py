@@ -106,6 +106,12 @@ findings:
   returned: always
   type: list
   elements: str
+findings_by_host:
+  description:
+    - The same lines per host. A failed run across nodes is listed on each of its hosts (it does not
+      drain them: it cannot tell which node or link is at fault).
+  returned: always
+  type: dict
 html:
   description: Path of the HTML report.
   returned: always
@@ -188,6 +194,7 @@ def main():
         "actions": {},
     }
     findings, drain, resume = [], {}, []
+    by_host = {host: [] for host in nodes}
     for host in sorted(nodes):
         node = nodes[host]
         nccl = node.get("nccl") or []
@@ -212,6 +219,7 @@ def main():
         report["nodes"][host] = entry
         failed = [c for c in checks if c["verdict"] == "fail"]
         findings += [_finding(host, c) for c in failed]
+        by_host[host] += [_finding(host, c) for c in failed]
         drained = node.get("drained") or ""
         if failed and p["mode"] == "gate":
             drain[host] = v.drain_reason(failed)
@@ -232,6 +240,8 @@ def main():
         )
         if run["record"]["verdict"] == "fail":
             findings.append(_finding("cluster", run["record"]))
+            for host in (run.get("item") or {}).get("hosts") or []:
+                by_host.setdefault(host, []).append(_finding("cluster", run["record"]))
     if report["cluster"]["nccl"] and not missing:
         report["cluster"]["nccl_svg"] = r.bandwidth_svg(report["cluster"]["nccl"], "across nodes (NCCL_ALGO=Ring)")
     all_checks = [c for node in report["nodes"].values() for c in node["checks"]] + report["cluster"]["checks"]
@@ -271,6 +281,7 @@ def main():
         drain=drain,
         resume=resume,
         findings=findings,
+        findings_by_host={host: lines for host, lines in by_host.items() if lines},
         html=html_path,
         json=json_path,
         warnings_text=warnings_text,

@@ -219,9 +219,10 @@ def test_the_gate_drains_exactly_the_failing_nodes_with_their_checks_as_the_reas
         assert reason == data["drain"][node]
         assert reason.startswith("gpuops-validate: ")
         assert {tuple(item.split(" ", 1)) for item in reason[len("gpuops-validate: ") :].split(", ")} == expected
-    message = json.loads((folder / "failure.json").read_text())
-    assert message[0].startswith("Validation failed on demo-h100, demo-l40s")
-    assert len(message) == 1 + sum(len(v) for v in INJECTED.values())
+    for node, expected in INJECTED.items():
+        message = json.loads((folder / f"failure-{node}.json").read_text())
+        assert message[0].startswith(f"Validation failed on {node}; report: ")
+        assert len(message) == 1 + len(expected) and all(line.startswith(node + ": ") for line in message[1:])
 
 
 def test_the_report_shows_each_fault_to_a_person(host):

@@ -213,6 +213,7 @@ def test_report_decides_drain_and_resume_and_writes_a_self_contained_page(contro
     assert result["verdict"] == "fail" and result["drain"] == {"n2": "gpuops-validate: pcie GPU5"}
     assert result["resume"] == ["n1"] and not result["changed"]
     assert result["findings"] == ["n2: pcie GPU5: expected Gen5 x16, measured Gen3 x8 (<script>alert(1)</script>)"]
+    assert result["findings_by_host"] == {"n2": result["findings"]}
     html = (tmp_path / "report" / "validation.html").read_text()
     assert "<script>" not in html and "&lt;script&gt;" in html  # autoescaped
     assert html.count("<svg") == 3  # n1's plot, n1's and n2's topology pictures
@@ -250,3 +251,17 @@ def test_topology_graph_of_a_dgx1_has_direct_nvlinks_and_numa_edges():
     assert {"NVLink", "NUMA", "PCIe switch"} <= kinds
     assert not any(n["kind"] == "NVSwitch" for n in nodes)
     assert ("GPU0", "GPU1", "NVLink", "NV1") in edges and ("GPU0", "GPU3", "NVLink", "NV2") in edges
+
+
+def test_a_failed_run_across_nodes_is_listed_on_both_nodes_and_drains_neither(controller, tmp_path):
+    pair = {
+        "record": dict(v.record("nccl_pair", "n1+n2", ">= 338.4", "120.0 GB/s", "fail", "r"), floor=338.4),
+        "series": [],
+        "item": {"hosts": ["n1", "n2"]},
+    }
+    args = _report_args(tmp_path, cluster_nccl=[pair])
+    args["nodes"]["n2"]["checks"] = []
+    result = run_module(validation_report.main, args).result
+    assert result["drain"] == {} and result["verdict"] == "fail"
+    assert set(result["findings_by_host"]) == {"n1", "n2"}
+    assert result["findings_by_host"]["n1"][0].startswith("cluster: nccl_pair n1+n2")

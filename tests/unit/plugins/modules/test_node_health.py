@@ -98,6 +98,11 @@ def test_healthy_dgx_h100_passes_every_check_it_can_measure(stand_ins):
     assert checks[("gpu_count", "node")]["expected"] == 8
     assert result["nccl_expected"]["floor"] == 435.4
     assert len(result["hcas"]) == 12 and result["fabric"] == "InfiniBand"
+    # Each HCA's own firmware and part (ibv_devinfo stand-in from ibstat): 8 ConnectX-7, 4 ConnectX-6 Dx.
+    assert sorted({(h["vendor_part_id"], h["fw_ver"]) for h in result["hcas"]}) == [
+        (4125, "22.38.1002"),
+        (4129, "28.39.1002"),
+    ]
 
 
 def test_each_fault_fails_its_own_check_and_no_other(stand_ins):
@@ -106,11 +111,13 @@ def test_each_fault_fails_its_own_check_and_no_other(stand_ins):
         "pcie": [{"gpu": 5, "gen": 3, "width": 8}],
         "ib_rate": {"mlx5_4": 200},
         "xid": [{"gpu": 2, "xid": 79}, {"gpu": 0, "xid": 13}],
+        "hca_firmware": {"mlx5_9": "28.37.1014"},
     }
-    _result, checks = health(stand_ins, "dgx-h100", faults, nccl_conf=H100_HCAS)
+    result, checks = health(stand_ins, "dgx-h100", faults, nccl_conf=H100_HCAS)
     assert failed(checks) == {("nvlink", "GPU3"), ("pcie", "GPU5"), ("ib_ports", "mlx5_4:1"), ("xid", "GPU2")}
     assert checks[("xid", "GPU0")]["verdict"] == "warn"  # Xid 13 is not in the fatal list
     assert checks[("nvlink", "GPU3")]["measured"] == "17 of 18 links active; inactive: link 5"
+    assert {h["hca_id"]: h["fw_ver"] for h in result["hcas"]}["mlx5_9"] == "28.37.1014"
 
 
 def test_the_hk_inventory_hca_list_fails_against_a_dgx_h100(stand_ins):
