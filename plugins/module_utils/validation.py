@@ -616,11 +616,24 @@ def firmware_checks(nodes):
     "vendor_part_id", "board_id"}]}`` (ibv_devinfo). The most common version of a model is the
     reference; each HCA on another version fails on its node."""
     versions = {}
+    out = {host: [] for host in nodes}
     for host, hcas in nodes.items():
         for hca in hcas:
             model = hca.get("vendor_part_id")
+            if not hca.get("fw_ver") or not model:
+                # Nothing to compare: a warning, never a vacuous pass.
+                out[host].append(
+                    record(
+                        "hca_firmware",
+                        hca["hca_id"],
+                        "a firmware version and part id",
+                        hca.get("fw_ver") or None,
+                        "warn",
+                        "ibv_devinfo printed none",
+                    )
+                )
+                continue
             versions.setdefault(model, {}).setdefault(hca.get("fw_ver"), []).append((host, hca["hca_id"]))
-    out = {host: [] for host in nodes}
     for model, by_version in versions.items():
         reference = sorted(by_version.items(), key=lambda item: (-len(item[1]), str(item[0])))[0][0]
         for version, members in by_version.items():
@@ -637,8 +650,8 @@ def firmware_checks(nodes):
                         )
                     )
     for host, records in out.items():
-        if not records:
-            count = len(nodes[host])
+        if not any(r["verdict"] == "fail" for r in records):
+            count = sum(1 for hca in nodes[host] if hca.get("fw_ver") and hca.get("vendor_part_id"))
             verdict = "pass" if count else "skip"
             records.append(
                 record(

@@ -9,6 +9,8 @@ import json
 import re
 
 import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
 from ansible_collections.gpuops.cluster.plugins.module_utils import compat
 from conftest import GPUSIM, ROOT, load_script
 
@@ -49,3 +51,19 @@ def test_the_pairing_table_knows_the_standin_pairs_and_the_defaults_pair():
         assert pairs[exporter.split("-")[0]] == dcgm.split(":")[1].split("-")[0]
     defaults = yaml.safe_load((ROOT / "roles" / "preflight" / "defaults" / "main.yml").read_text())
     assert pairs[defaults["dcgm_exporter_version"]] == defaults["dcgm_version"]
+
+
+def _discovery_assertion(first_line, count):
+    tasks = yaml.safe_load((ROLE / "tasks" / "hostengine.yml").read_text())
+    (task,) = [t for t in tasks if t.get("name") == "Check that the host engine sees every GPU"]
+    variables = {"__dcgm_discovery": {"stdout_lines": [first_line]}, "ansible_facts": {"nvidia_gpu": {"count": count}}}
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return templar.template(trust_as_template("{{ " + task["ansible.builtin.assert"]["that"] + " }}"))
+
+
+def test_the_host_engine_gpu_count_is_compared_as_a_number():
+    """ "8 GPU" is a substring of "18 GPUs found.": the check compared text before."""
+    assert _discovery_assertion("8 GPUs found.", 8) is True
+    assert _discovery_assertion("1 GPU found.", 1) is True
+    assert _discovery_assertion("18 GPUs found.", 8) is False
+    assert _discovery_assertion("Error: Unable to connect to host engine.", 8) is False

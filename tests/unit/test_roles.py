@@ -166,3 +166,12 @@ def test_slurmdbd_conf_is_readable_by_slurm_only():
     assert conf["ansible.builtin.template"]["mode"] == "0600"
     assert conf["ansible.builtin.template"]["owner"] == "slurm"
     assert conf["no_log"] is True
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_secret_option_is_no_log_in_the_argument_specs(role):
+    """Role argument validation prints a bad value in its error: a secret option must not be shown."""
+    specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    for name, option in specs["argument_specs"]["main"]["options"].items():
+        if SECRETS.search(name) and option.get("type") in ("str", "raw", None):
+            assert option.get("no_log") is True, f"{role}: {name}"

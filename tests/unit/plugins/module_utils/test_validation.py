@@ -119,6 +119,8 @@ def test_firmware_majority_is_the_reference_on_every_node():
         ("mlx5_1", "28.39.1002", "28.37.1014")
     ]
     assert result["c"][0]["verdict"] == "skip"
+    blank = v.firmware_checks({"d": [hca("mlx5_0", ""), hca("mlx5_1", "28.39.1002")]})["d"]
+    assert [(r["subject"], r["verdict"]) for r in blank] == [("mlx5_0", "warn"), ("all HCAs", "pass")]
 
 
 def test_largest_size_gates_not_the_average():
