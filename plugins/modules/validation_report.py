@@ -109,7 +109,7 @@ findings:
 findings_by_host:
   description:
     - The same lines per host. A failed run across nodes is listed on each of its hosts (it does not
-      drain them: it cannot tell which node or link is at fault).
+      drain them, since it cannot tell which node or link is at fault).
   returned: always
   type: dict
 html:

@@ -284,7 +284,7 @@ def _random_host_sets(count, seed=20261123):
     after the number (node-01-gpu), several numbers in a name (rack1-node04), gaps."""
     rng = random.Random(seed)
     sets = []
-    for _ in range(count):
+    for _set in range(count):
         prefix = rng.choice(["node", "gpu", "n", "rack1-node", "hk-gpu", "a", "dgx-h100-"])
         suffix = rng.choice(["", "", "", "-ib", "-gpu", "b"])
         width = rng.choice([0, 2, 3])
