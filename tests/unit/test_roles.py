@@ -175,3 +175,56 @@ def test_every_secret_option_is_no_log_in_the_argument_specs(role):
     for name, option in specs["argument_specs"]["main"]["options"].items():
         if SECRETS.search(name) and option.get("type") in ("str", "raw", None):
             assert option.get("no_log") is True, f"{role}: {name}"
+
+
+def _role_var(role, expression, variables):
+    from ansible.parsing.dataloader import DataLoader  # noqa: PLC0415 - only this test templates
+    from ansible.template import Templar, trust_as_template  # noqa: PLC0415
+
+    role_vars = yaml.safe_load((ROOT / "roles" / role / "vars" / "main.yml").read_text())
+    defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text())
+    values = {**defaults, **variables}
+
+    def trusted(value):
+        if isinstance(value, str):
+            return trust_as_template(value)
+        if isinstance(value, dict):
+            return {k: trusted(v) for k, v in value.items()}
+        return [trusted(v) for v in value] if isinstance(value, list) else value
+
+    values.update(trusted(role_vars))
+    return Templar(loader=DataLoader(), variables=values).template(trust_as_template(expression))
+
+
+@pytest.mark.parametrize(
+    ("role", "expression", "variables", "key"),
+    [
+        (
+            "container_toolkit",
+            "{{ __container_toolkit_key_url }}",
+            {"container_toolkit_repository_url": "https://mirror.site/libnvidia-container/stable/deb/"},
+            "https://mirror.site/libnvidia-container/gpgkey",
+        ),
+        (
+            "container_toolkit",
+            "{{ __container_toolkit_key_url }}",
+            {},
+            "https://nvidia.github.io/libnvidia-container/gpgkey",
+        ),
+        (
+            "ofed",
+            "{{ __ofed_repository.mlnx_ofed.key_url }}",
+            {"ofed_mlnx_ofed_url": "https://mirror.site/MLNX_OFED_LINUX-24.10-1.1.4.0-ubuntu22.04-x86_64/DEBS/"},
+            "https://mirror.site/MLNX_OFED_LINUX-24.10-1.1.4.0-ubuntu22.04-x86_64/RPM-GPG-KEY-Mellanox",
+        ),
+        (
+            "ofed",
+            "{{ __ofed_repository.doca.key_url }}",
+            {"ofed_doca_mirror": "https://mirror.site/doca"},
+            "https://mirror.site/doca/GPG-KEY-Mellanox.pub",
+        ),
+    ],
+)
+def test_every_key_url_follows_its_mirror_variable(role, expression, variables, key):
+    """One variable per upstream: with the key URL variables unset, each key comes from the mirror."""
+    assert _role_var(role, expression, variables).strip() == key

@@ -36,7 +36,8 @@ def test_the_four_packages_are_one_version_and_held(host):
 def test_the_repository_is_signed_by_its_own_keyring(host):
     source = host.file("/etc/apt/sources.list.d/nvidia-container-toolkit.sources").content_string
     assert "URIs: http://gpusim-repo/libnvidia-container/stable/deb/amd64/" in source
-    assert "Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.gpg" in source
+    # The key comes from the mirror's gpgkey, ASCII armour as NVIDIA publishes it: key URL unset.
+    assert "Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.asc" in source
 
 
 def test_docker_keeps_users_keys_and_runs_the_nvidia_runtime_by_default(host):

@@ -96,7 +96,8 @@ def test_nouveau_is_blacklisted(host):
 def test_the_cuda_repository_uses_a_signed_by_keyring(host):
     source = host.file("/etc/apt/sources.list.d/nvidia-cuda.sources").content_string
     assert "URIs: http://gpusim-repo/compute/cuda/repos/debian12/x86_64/" in source
-    assert "Signed-By: /etc/apt/keyrings/nvidia-cuda.gpg" in source
+    # 3bf863cc.pub from the mirror's repository folder (key URL unset), ASCII armour as NVIDIA's.
+    assert "Signed-By: /etc/apt/keyrings/nvidia-cuda.asc" in source
     assert not host.file("/etc/apt/trusted.gpg").exists
 
 

@@ -41,7 +41,8 @@ def test_doca_is_pinned_by_its_versioned_repository_and_held(host):
     assert host.package("doca-ofed").version == DOCA
     source = host.file(SOURCE).content_string
     assert "URIs: http://gpusim-repo/doca/2.9.1/debian12/x86_64/" in source
-    assert "Signed-By: /etc/apt/keyrings/nvidia-doca.gpg" in source
+    # GPG-KEY-Mellanox.pub at the mirror's root (key URL unset), ASCII armour.
+    assert "Signed-By: /etc/apt/keyrings/nvidia-doca.asc" in source
     assert "doca-ofed" in host.check_output("apt-mark showhold").split()
 
 

@@ -17,6 +17,8 @@ point at a site mirror:
     keys/gpusim-archive-keyring.gpg            the signing key (binary keyring for signed-by)
     keys/gpusim-archive-keyring.asc            the same, ASCII-armoured
     keys/gpusim-wrong-keyring.gpg              another key, for tests that expect a refusal
+    compute/cuda/repos/debian12/x86_64/3bf863cc.pub, libnvidia-container/gpgkey,
+    doca/GPG-KEY-Mellanox.pub                  the signing key again, at the vendors' key paths
 
 Each is a flat repository (``deb [signed-by=...] URL /``) with Packages, Release, InRelease and
 Release.gpg. Packages are written in pure Python (ar + tar), reproducibly. The signing keys are
@@ -785,6 +787,12 @@ def build(out: Path, cache: Path) -> None:
         (keys / "gpusim-archive-keyring.gpg").write_bytes(gpg(keyhome, "--export").stdout)
         (keys / "gpusim-archive-keyring.asc").write_bytes(gpg(keyhome, "--export", "--armor").stdout)
         (keys / "gpusim-wrong-keyring.gpg").write_bytes(gpg(wronghome, "--export").stdout)
+        # The test key also where each vendor publishes its key, under the vendor's file name, so
+        # that the roles find it from their mirror variable alone (key URL variables unset).
+        armoured = gpg(keyhome, "--export", "--armor").stdout
+        for path in (f"{CUDA_REPO}/3bf863cc.pub", "libnvidia-container/gpgkey", "doca/GPG-KEY-Mellanox.pub"):
+            (tmp / path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / path).write_bytes(armoured)
         archive = tmp / HPCX_PATH
         archive.parent.mkdir(parents=True)
         archive.write_bytes(hpcx_archive())
