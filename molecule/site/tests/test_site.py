@@ -56,8 +56,15 @@ def test_cuda_cudnn_nccl_from_the_pinned_stack(host):
     assert host.package("libcudnn9-cuda-12").version.startswith("9.10.2.21")
     assert host.package("libnccl2").version == "2.26.5-1+cuda12.8"
     held = set(host.check_output("apt-mark showhold").split())
-    assert {"libnccl2", "libcudnn9-cuda-12"} <= held
+    assert {"libnccl2", "libcudnn9-cuda-12", "cuda-toolkit-12-8"} <= held
     assert "NCCL_IB_HCA=" in host.file("/etc/nccl.conf").content_string
+
+
+def test_slurm_and_munge_are_held_on_every_slurm_host(host):
+    """An apt upgrade must not move one node's Slurm or munge apart from the others'."""
+    held = set(host.check_output("apt-mark showhold").split())
+    expected = {"munge", "slurmctld", "slurm-client"} if name(host) == HEAD else {"munge", "slurmd"}
+    assert expected <= held, held
 
 
 def test_rdma_stack_before_the_driver(host):
