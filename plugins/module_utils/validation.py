@@ -730,6 +730,9 @@ def multi_node_plan(nodes, overrides=None, whole_set=True):
             continue
         gpus = node.get("gpus") or []
         counts[host] = len(gpus) if isinstance(gpus, list) else int(gpus)
+        if node.get("nccl_tests_present") is False:
+            skipped.append(record("nccl_pair", host, None, None, "skip", "nccl-tests is not on this node"))
+            continue
         active = [p for p in node.get("compute_ports") or [] if p.get("state") == "Active"]
         if not active or counts[host] < 1:
             skipped.append(record("nccl_pair", host, None, None, "skip", "no Active compute port or no GPU"))

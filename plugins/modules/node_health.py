@@ -71,6 +71,12 @@ options:
     description: Overrides of the derived values (the validate role's C(validate_thresholds)).
     type: dict
     default: {}
+  nccl_tests:
+    description:
+      - Path of nccl-tests' C(all_reduce_perf) on this node. When it is not there, C(nccl_node) is a
+        C(skip) naming the path (the nccl role builds it only where a CUDA compiler is), and
+        C(nccl_tests_present) tells the validate role not to run it.
+    type: path
 """
 
 EXAMPLES = r"""
@@ -131,6 +137,10 @@ nccl_expected:
   description: The single-node all_reduce bus bandwidth to expect and its floor, with the formula.
   returned: always
   type: dict
+nccl_tests_present:
+  description: Whether O(nccl_tests) is an executable file on this node (false without O(nccl_tests)).
+  returned: always
+  type: bool
 fabric:
   description: The compute fabric's link layer (InfiniBand or Ethernet).
   returned: always
@@ -142,6 +152,7 @@ gpus:
   elements: dict
 """
 
+import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
@@ -273,6 +284,7 @@ def main():
             "slurm_node_name": {"type": "str"},
             "slurm_headroom_mib": {"type": "int", "default": 0},
             "thresholds": {"type": "dict", "default": {}},
+            "nccl_tests": {"type": "path"},
             **ROOT_OPTION,
         },
         supports_check_mode=True,
@@ -360,6 +372,20 @@ def main():
     declared, overrides = _slurm_line(slurm_conf, node)
     checks += v.check_slurmd(declared, measured, p["slurm_headroom_mib"], overrides)
 
+    nccl_tests = p["nccl_tests"]
+    present = bool(nccl_tests) and os.access(host.path(nccl_tests), os.X_OK)
+    if nccl_tests and not present and len(gpus) >= 2:
+        checks.append(
+            v.record(
+                "nccl_node",
+                "node",
+                None,
+                None,
+                "skip",
+                f"{nccl_tests} is not on this node (the nccl role builds nccl-tests where a CUDA "
+                "compiler is: nccl_tests_build)",
+            )
+        )
     checks += reader.problems
     module.exit_json(
         changed=False,
@@ -369,6 +395,7 @@ def main():
         compute_ports=ports,
         fabric=fabric,
         nccl_expected=v.nccl_node_expectation(facts, gpus, p["thresholds"]),
+        nccl_tests_present=present,
         gpus=[{k: g.get(k) for k in ("index", "name", "pci_bus_id", "pcie", "ecc")} for g in gpus],
     )
 

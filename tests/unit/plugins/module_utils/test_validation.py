@@ -95,12 +95,14 @@ def test_multi_node_plan_pairs_within_a_fabric():
             "n3": node("InfiniBand"),
             "r1": node("Ethernet"),
             "head": {"skipped": True},
+            "n4": dict(node("InfiniBand"), nccl_tests_present=False),
         }
     )
     runs = [(run["check"], run["hosts"]) for run in plan["runs"]]
     assert runs == [("nccl_pair", ["n1", "n2"]), ("nccl_pair", ["n3", "n1"]), ("nccl_all", ["n1", "n2", "n3"])]
-    assert [(s["subject"], s["verdict"]) for s in plan["skipped"]] == [("r1", "skip")]
-    assert "the only node on the Ethernet fabric" in plan["skipped"][0]["reason"]
+    assert [(s["subject"], s["verdict"]) for s in plan["skipped"]] == [("n4", "skip"), ("r1", "skip")]
+    assert "nccl-tests is not on this node" in plan["skipped"][0]["reason"]
+    assert "the only node on the Ethernet fabric" in plan["skipped"][1]["reason"]
 
 
 def test_firmware_majority_is_the_reference_on_every_node():

@@ -164,3 +164,16 @@ def test_a_node_without_gpus_is_skipped(stand_ins):
 def test_a_wrong_dcgm_level_is_refused_naming_it(stand_ins):
     exited = run_module(node_health.main, {"nvidia_gpu": {"present": True}, "dcgm_level": 7})
     assert exited.failed and "dcgm_level is 7" in exited.result["msg"]
+
+
+def test_nccl_tests_missing_is_a_visible_skip_and_present_is_reported(stand_ins, tmp_path):
+    missing = "/opt/nccl-tests/current/build/all_reduce_perf"
+    result, checks = health(stand_ins, "dgx-h100", nccl_conf=H100_HCAS, nccl_tests=missing)
+    assert result["nccl_tests_present"] is False
+    assert checks[("nccl_node", "node")]["verdict"] == "skip" and missing in checks[("nccl_node", "node")]["reason"]
+    binary = stand_ins.root / "opt/nccl-tests/current/build/all_reduce_perf"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    result, checks = health(stand_ins, "dgx-h100", nccl_conf=H100_HCAS, nccl_tests=missing)
+    assert result["nccl_tests_present"] is True and ("nccl_node", "node") not in checks
