@@ -57,7 +57,11 @@ def test_cuda_cudnn_nccl_from_the_pinned_stack(host):
     assert host.package("libnccl2").version == "2.26.5-1+cuda12.8"
     held = set(host.check_output("apt-mark showhold").split())
     assert {"libnccl2", "libcudnn9-cuda-12", "cuda-toolkit-12-8"} <= held
-    assert "NCCL_IB_HCA=" in host.file("/etc/nccl.conf").content_string
+    hcas = {
+        "demo-h100": "=mlx5_0:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_9:1,mlx5_10:1,mlx5_11:1",
+        "demo-l40s": "=mlx5_0:1",
+    }[name(host)]
+    assert f"NCCL_IB_HCA={hcas}" in host.file("/etc/nccl.conf").content_string.splitlines()
 
 
 def test_slurm_and_munge_are_held_on_every_slurm_host(host):
@@ -68,13 +72,25 @@ def test_slurm_and_munge_are_held_on_every_slurm_host(host):
 
 
 def test_rdma_stack_before_the_driver(host):
+    """nvidia-peermem is built against the OFED in use: dpkg's log must show DOCA-OFED installed
+    before the driver."""
     gpu_node(host)
     assert host.package("doca-ofed").is_installed
+    log = host.file("/var/log/dpkg.log").content_string.splitlines()
+    first = {}
+    for number, line in enumerate(log):
+        words = line.split()
+        if len(words) > 3 and words[2] == "install":
+            first.setdefault(words[3].split(":")[0], number)
+    assert first["doca-ofed"] < first["nvidia-driver-580-open"], (first["doca-ofed"], first["nvidia-driver-580-open"])
 
 
 def test_container_toolkit_and_cdi_spec(host):
     gpu_node(host)
     assert host.package("nvidia-container-toolkit").version.startswith("1.18.0")
+    # The CDI spec names every GPU the driver reports, by index, plus "all".
+    devices = set(host.check_output("nvidia-ctk cdi list").split())
+    assert {f"nvidia.com/gpu={i}" for i in range(GPUS[name(host)])} | {"nvidia.com/gpu=all"} <= devices
 
 
 def test_dcgm_exporter_serves_every_gpu(host):
