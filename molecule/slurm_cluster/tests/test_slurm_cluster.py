@@ -6,9 +6,10 @@ jobs accounted in slurmdbd's MariaDB with their GPUs, and one node on SchedMD-st
 
 from __future__ import annotations
 
-import hashlib
+import re
 
 import pytest
+import testinfra
 from hosts import name
 from slurm_checks import accounted_gpu_job, assert_idle_with_gres
 
@@ -47,9 +48,11 @@ def test_munge_key_is_private_and_shared(host):
     assert (key.user, key.group, key.mode) == ("munge", "munge", 0o400)
     assert host.service("munge").is_running
     digest = host.check_output("sha256sum /etc/munge/munge.key").split()[0]
-    # Not the random key Debian's package wrote on this node: the cluster's text key.
-    assert len(host.check_output("cat /etc/munge/munge.key")) >= 64
-    assert digest == hashlib.sha256(host.check_output("cat /etc/munge/munge.key").encode()).hexdigest()
+    # The controller's key on every node (one key for the cluster)...
+    controller = testinfra.get_host("ansible://slurm-ctl", ansible_inventory=host.backend.ansible_inventory)
+    assert digest == controller.check_output("sha256sum /etc/munge/munge.key").split()[0]
+    # ...and not the random binary key Debian's package writes on each node: the role's text key.
+    assert re.fullmatch(r"[A-Za-z0-9+/=]{64,1024}", host.check_output("cat /etc/munge/munge.key"))
 
 
 def test_munge_credential_from_the_controller_decodes_on_each_gpu_node(host):
