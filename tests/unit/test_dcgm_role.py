@@ -58,7 +58,8 @@ def _discovery_assertion(first_line, count):
     (task,) = [t for t in tasks if t.get("name") == "Check that the host engine sees every GPU"]
     variables = {"__dcgm_discovery": {"stdout_lines": [first_line]}, "ansible_facts": {"nvidia_gpu": {"count": count}}}
     templar = Templar(loader=DataLoader(), variables=variables)
-    return templar.template(trust_as_template("{{ " + task["ansible.builtin.assert"]["that"] + " }}"))
+    # As assert evaluates "that": a conditional, whose backslashes are not unescaped.
+    return templar.evaluate_conditional(trust_as_template(task["ansible.builtin.assert"]["that"]))
 
 
 def test_the_host_engine_gpu_count_is_compared_as_a_number():
