@@ -182,31 +182,20 @@ def topology_svg(host, nvidia_gpu, compute_ports=None):
         # GPU-to-GPU NVLinks (no switch) join nodes of one row: arcs, labelled with their NV# cell.
         peers = [(a, b) for a, b in chosen if graph.nodes[a]["kind"] == graph.nodes[b]["kind"] == "GPU"]
         straight = [edge for edge in chosen if edge not in peers]
+        common = {"edge_color": style["color"], "width": style["width"], "ax": axes, "alpha": 0.8}
         if straight:
-            nx.draw_networkx_edges(
-                graph,
-                layout,
-                edgelist=straight,
-                edge_color=style["color"],
-                width=style["width"],
-                ax=axes,
-                alpha=0.8,
-                label=kind,
-            )
+            nx.draw_networkx_edges(graph, layout, edgelist=straight, label=kind, **common)
         if peers:
             nx.draw_networkx_edges(
                 graph,
                 layout,
                 edgelist=peers,
-                edge_color=style["color"],
-                width=style["width"],
-                ax=axes,
-                alpha=0.8,
                 arrows=True,
                 arrowstyle="-",
                 node_size=1100,
                 connectionstyle="arc3,rad=0.35",
                 label=None if straight else kind,
+                **common,
             )
             nx.draw_networkx_edge_labels(
                 graph,

@@ -175,12 +175,7 @@ def nccl_node_expectation(nvidia_gpu, gpus=None, overrides=None):
         return {"expected": None, "floor": None, "reason": "fewer than 2 GPUs: nothing to reduce across"}
     share = float(overrides.get("node_floor_share") or NODE_FLOOR_SHARE)
     if overrides.get("nccl_node_busbw_gbps"):
-        expected = float(overrides["nccl_node_busbw_gbps"])
-        return {
-            "expected": expected,
-            "floor": round(share * expected, 1),
-            "reason": f"validate_thresholds.nccl_node_busbw_gbps = {expected}",
-        }
+        return _overridden(overrides, "nccl_node_busbw_gbps", share)
     if nvlink["kind"] != "none" and nvlink["gbps"]:
         links = min(nvlink["links"].values()) if nvlink["links"] else 0
         arch = (nvidia_gpu.get("architecture") or "").lower()
@@ -239,17 +234,22 @@ def nic_expectation(ports, overrides=None):
     return rates
 
 
+def _overridden(overrides, key, share):
+    """The expectation a validate_thresholds value sets, gated at ``share`` of it."""
+    expected = float(overrides[key])
+    return {
+        "expected": expected,
+        "floor": round(share * expected, 1),
+        "reason": f"validate_thresholds.{key} = {expected}",
+    }
+
+
 def nccl_multi_expectation(nodes_ports, overrides=None):
     """Across nodes with NCCL_ALGO=Ring: the node with the fewest or slowest compute ports sets it."""
     overrides = overrides or {}
     share = float(overrides.get("nic_floor_share") or NIC_FLOOR_SHARE)
     if overrides.get("nccl_multi_busbw_gbps"):
-        expected = float(overrides["nccl_multi_busbw_gbps"])
-        return {
-            "expected": expected,
-            "floor": round(share * expected, 1),
-            "reason": f"validate_thresholds.nccl_multi_busbw_gbps = {expected}",
-        }
+        return _overridden(overrides, "nccl_multi_busbw_gbps", share)
     totals = []
     for host, ports in sorted(nodes_ports.items()):
         active = [p for p in ports if p["state"] == "Active" and p["rate"]]
