@@ -105,6 +105,7 @@ sanity: venv
 
 unit: venv
 	@echo "==> pytest (unit)"
+	@mkdir -p $(CACHE)
 	$(BIN)/pytest tests/unit | tee $(CACHE)/unit.log
 
 docker:

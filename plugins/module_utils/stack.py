@@ -429,15 +429,15 @@ def _os(c, stack, versions):
         if not tested:
             c.warn(
                 "distribution",
-                f"{dist} {major} is not tested by this collection.",
-                "use Debian 12 or Ubuntu 22.04/24.04 for a tested install.",
+                f"{dist} {major} is not tested: no scenario of this collection runs the roles there (Debian 12 only).",
+                "use Debian 12 for a tested install, or test the roles on a staging node first.",
             )
     elif dist in compat.RHEL_FAMILY and major in compat.RHEL_MAJORS:
         repo = "rhel" + major
         c.warn(
             "distribution",
             f"{dist} {major}: the RHEL-family task files follow NVIDIA's documentation and are not tested.",
-            "use Debian 12 or Ubuntu 22.04/24.04 for a tested install.",
+            "use Debian 12 for a tested install; six roles refuse RHEL (apt only), preflight names them.",
         )
     else:
         c.error(

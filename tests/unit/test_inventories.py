@@ -110,7 +110,7 @@ def test_vault_example_placeholders_are_refused_by_the_slurm_role():
     password = slurm_vars["__slurm_dbd_pass_pattern"]
     assert "slurm_dbd_storage_pass is match(__slurm_dbd_pass_pattern)" in slurm_vars["__slurm_dbd_pass_wellformed"]
     # ... and the role's check uses both.
-    main = (ROOT / "roles/slurm/tasks/main.yml").read_text()
+    main = (ROOT / "roles/slurm/tasks/inputs.yml").read_text()
     assert "__slurm_munge_key_wellformed" in main and "__slurm_dbd_pass_wellformed" in main
     assert not re.match(munge, example["vault_slurm_munge_key"])
     assert not re.match(password, example["vault_slurm_dbd_storage_pass"])

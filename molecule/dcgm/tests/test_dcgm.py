@@ -46,14 +46,30 @@ def test_hostengine_listens_on_localhost_only_and_sees_every_gpu(host):
     assert out.splitlines()[0] == f"{GPUS[name(host)]} GPUs found."
 
 
+def management_address(host):
+    """The source address of the node's default route (ansible_facts.default_ipv4.address)."""
+    return host.check_output(
+        'python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); '
+        "s.connect(('192.0.2.1', 9)); print(s.getsockname()[0])\""
+    )
+
+
 def test_exporter_serves_every_gpu_on_its_configured_address(host):
     gpu_node(host)
     exporter = host.service("dcgm-exporter")
     assert exporter.is_enabled
     assert exporter.is_running
     port = PORT[name(host)]
-    assert host.socket(f"tcp://0.0.0.0:{port}").is_listening
-    metrics = host.check_output(f"curl -fsS http://127.0.0.1:{port}/metrics")
+    if name(host) == "dcgm-h100":
+        # The default: the management address only, not every interface.
+        address = management_address(host)
+        assert host.socket(f"tcp://{address}:{port}").is_listening
+        assert not host.socket(f"tcp://0.0.0.0:{port}").is_listening
+        assert host.run(f"curl -fsS -o /dev/null http://127.0.0.1:{port}/metrics").rc != 0
+    else:
+        address = "127.0.0.1"
+        assert host.socket(f"tcp://0.0.0.0:{port}").is_listening
+    metrics = host.check_output(f"curl -fsS http://{address}:{port}/metrics")
     temps = [line for line in metrics.splitlines() if line.startswith("DCGM_FI_DEV_GPU_TEMP{")]
     assert len(temps) == GPUS[name(host)]
     assert f'Hostname="{name(host)}"' in temps[0]
@@ -67,6 +83,23 @@ def test_exporter_serves_every_gpu_on_its_configured_address(host):
     assert exported == set(collectors)
     unit = host.file("/etc/systemd/system/dcgm-exporter.service").content_string
     assert "--remote-hostengine-info 127.0.0.1:5555" in unit
+
+
+def test_exporter_runs_unprivileged(host):
+    """Through nv-hostengine the exporter needs no root and no capability: the running process has none."""
+    gpu_node(host)
+    pid = host.check_output("systemctl show -p MainPID --value dcgm-exporter")
+    status = dict(
+        line.split(":", 1) for line in host.file(f"/proc/{pid}/status").content_string.splitlines() if ":" in line
+    )
+    uid = status["Uid"].split()[0]
+    assert host.check_output(f"getent passwd {uid}").split(":")[0] == "dcgm-exporter"
+    assert int(uid) != 0
+    for cap in ("CapEff", "CapPrm", "CapBnd", "CapAmb"):
+        assert int(status[cap].strip(), 16) == 0, cap
+    assert status["NoNewPrivs"].strip() == "1"
+    # nv-hostengine keeps the privileges, on localhost only (test above).
+    assert host.check_output("getent passwd dcgm-exporter").split(":")[6] == "/usr/sbin/nologin"
 
 
 def test_exporter_binary_comes_from_its_source(host):
@@ -100,15 +133,23 @@ def monitor(host):
         pytest.skip("checked on the Prometheus host")
 
 
+def h100_address(host):
+    """dcgm-h100's address on the scenario network, the one its exporter listens on by default."""
+    return host.check_output("getent ahostsv4 dcgm-h100").split()[0]
+
+
 def test_file_sd_lists_every_gpu_node(host):
     monitor(host)
+    h100 = h100_address(host)
     targets = host.file("/etc/prometheus/file_sd/gpuops-dcgm.yml").content_string
-    assert "- dcgm-h100:9400" in targets
+    # The H100 node's exporter is scraped at the address it listens on; the V100 node's, which
+    # listens on every address, by the name its scrape host variable gives.
+    assert f"- {h100}:9400" in targets
     assert "- dcgm-v100:9500" in targets
     assert "gpu_model: h100" in targets
     assert "gpu_model: v100" in targets
     node = host.file("/etc/prometheus/file_sd/gpuops-node.yml").content_string
-    assert "- dcgm-h100:9100" in node
+    assert f"- {h100}:9100" in node
     assert "dcgm-v100" not in node
 
 
@@ -138,10 +179,11 @@ def test_prometheus_scrapes_every_gpu(host):
         if (set(targets.values()) == {"up"} and len(targets) == 3 and up) or time.monotonic() > deadline:
             break
         time.sleep(3)
+    h100 = h100_address(host)
     assert targets == {
-        "http://dcgm-h100:9400/metrics": "up",
+        f"http://{h100}:9400/metrics": "up",
         "http://dcgm-v100:9500/metrics": "up",
-        "http://dcgm-h100:9100/metrics": "up",
+        f"http://{h100}:9100/metrics": "up",
     }
     assert up[0]["value"][1] == str(sum(GPUS.values()))
 

@@ -14,6 +14,7 @@ point at a site mirror:
                                                mirror its own debuild output
     hpcx/v2.21/hpcx-v2.21-...-x86_64.tbz       an HPC-X archive (SHARP, its NCCL plugin, UCX)
     dcgm-exporter/v4.5.2/dcgm-exporter         dcgm-exporter as a bare binary (and .sha256)
+    nccl-tests/v2.16.8.tar.gz                  a source archive with nccl-tests' name (and .sha256)
     keys/gpusim-archive-keyring.gpg            the signing key (binary keyring for signed-by)
     keys/gpusim-archive-keyring.asc            the same, ASCII-armoured
     keys/gpusim-wrong-keyring.gpg              another key, for tests that expect a refusal
@@ -83,6 +84,7 @@ NVIDIA_DOCKER2 = "2.14.0-1"
 DOCA = "2.9.1-018000-24.10-debian12"
 MLNX_OFED_KERNEL = "24.10.OFED.24.10.2.1.8.1-1"
 HPCX = "2.21"
+NCCL_TESTS = "2.16.8"
 HPCX_NAME = f"hpcx-v{HPCX}-gcc-doca_ofed-debian12-cuda12-x86_64"
 HPCX_PATH = f"hpcx/v{HPCX}/{HPCX_NAME}.tbz"
 NVLSM = "2025.06.5-1"
@@ -638,6 +640,19 @@ def hpcx_archive() -> bytes:
     return bz2.compress(_tar(entries, prefix=""))
 
 
+def nccl_tests_source() -> bytes:
+    """A source archive named and laid out like nccl-tests' release tarball (top folder, Makefile).
+
+    The simulated nodes never build it (no real CUDA compiler there); it is what the checksum of a
+    mirrored source is computed over."""
+    files = {
+        "README.md": "gpusim stand-in for the nccl-tests source archive: not buildable.\n",
+        "Makefile": "all:\n\t@echo 'gpusim stand-in: nccl-tests is not built on simulated nodes' >&2; exit 1\n",
+    }
+    entries = {f"nccl-tests-{NCCL_TESTS}/{path}": (text.encode(), 0o644) for path, text in files.items()}
+    return gzip.compress(_tar(entries, prefix=""), mtime=0)
+
+
 # -- .deb writing ------------------------------------------------------------------------------
 def _tar(entries: dict[str, tuple[bytes, int]], prefix: str = "./") -> bytes:
     """A reproducible tar of ``entries`` (path: (data, mode)), its folders included, every mtime EPOCH."""
@@ -798,6 +813,12 @@ def build(out: Path, cache: Path) -> None:
         archive.write_bytes(hpcx_archive())
         (tmp / f"{HPCX_PATH}.sha256").write_text(
             f"{hashlib.sha256(archive.read_bytes()).hexdigest()}  {archive.name}\n"
+        )
+        source = tmp / "nccl-tests" / f"v{NCCL_TESTS}.tar.gz"
+        source.parent.mkdir(parents=True)
+        source.write_bytes(nccl_tests_source())
+        (tmp / "nccl-tests" / f"v{NCCL_TESTS}.tar.gz.sha256").write_text(
+            f"{hashlib.sha256(source.read_bytes()).hexdigest()}  {source.name}\n"
         )
         # dcgm-exporter as a bare binary on a mirror, for dcgm_exporter_source: url.
         for ver, dcgm in DCGM_EXPORTER.items():

@@ -338,7 +338,7 @@ INVALID = [
         },
         [
             ("error", "cuda_versions", "CUDA 13.0 has no packages for Ubuntu 20"),
-            ("warning", "distribution", "Ubuntu 20 is not tested"),
+            ("warning", "distribution", "Ubuntu 20 is not tested: no scenario"),
         ],
     ),
     (
@@ -422,7 +422,12 @@ VALID = [
         {"nvidia_driver_fabricmanager_version": "580.95.05"},
         [("warning", "nvidia_driver_fabricmanager_version", "while the driver takes branch 580's newest release")],
     ),
-    ("ubuntu-24.04", H100, {"distribution": "Ubuntu", "distribution_major_version": "24"}, []),
+    (
+        "ubuntu-24.04",
+        H100,
+        {"distribution": "Ubuntu", "distribution_major_version": "24"},
+        [("warning", "distribution", "Ubuntu 24 is not tested: no scenario")],
+    ),
     (
         "rocky-9-untested",
         H100,

@@ -1,0 +1,202 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Each role's input rules (tasks/inputs.yml), evaluated the way input_rules evaluates them, and
+site.yml running all of them in preflight, before the play that changes the nodes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+from ansible_collections.gpuops.cluster.plugins.action.input_rules import evaluate
+from conftest import ROOT
+
+ROLES = ROOT / "roles"
+PREFLIGHT_DEFAULTS = yaml.safe_load((ROLES / "preflight" / "defaults" / "main.yml").read_text())
+
+
+def _trusted(value):
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return {k: _trusted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_trusted(v) for v in value]
+    return value
+
+
+def facts(family="Debian", distribution="Debian", gpu=True):
+    return {
+        "os_family": family,
+        "distribution": distribution,
+        "distribution_major_version": "12" if distribution == "Debian" else "9",
+        "distribution_version": "12" if distribution == "Debian" else "9.4",
+        "architecture": "x86_64",
+        "nvidia_gpu": {"present": gpu},
+        "infiniband": {"adapters": []},
+    }
+
+
+def check(role, registered=None, family="Debian", distribution="Debian", **overrides):
+    """Template a role's input_rules task with its defaults, its vars and ``overrides``; run the rules."""
+    folder = ROLES / role
+    variables = dict(PREFLIGHT_DEFAULTS)
+    for part in ("defaults", "vars"):
+        path = folder / part / "main.yml"
+        if path.exists():
+            variables.update(yaml.safe_load(path.read_text()) or {})
+    variables.update(
+        ansible_facts=facts(family, distribution),
+        inventory_hostname="node1",
+        groups={"all": ["node1", "ctl"], "slurm_controller": ["ctl"], "slurm_compute": ["node1"], "gpu": ["node1"]},
+        ansible_play_hosts_all=["node1", "ctl"],
+        gpuops_stack={"gpu_present": True, "ofed": {"flavour": "doca"}, "cuda": {"default": "12.8"}},
+    )
+    variables.update(registered or {})
+    variables.update(overrides)
+    tasks = yaml.safe_load((folder / "tasks" / "inputs.yml").read_text())
+    task = next(t for t in tasks if "gpuops.cluster.input_rules" in t)
+    variables.update(task.get("vars", {}))
+    templar = Templar(loader=DataLoader(), variables=_trusted(variables))
+    args = templar.template(_trusted(task["gpuops.cluster.input_rules"]))
+    errors, warnings, _message = evaluate(
+        args["role"], args.get("rules", []), args.get("warnings", []), args.get("downloads")
+    )
+    return errors, warnings
+
+
+def roles_with_inputs():
+    return sorted(p.parent.parent.name for p in ROLES.glob("*/tasks/inputs.yml"))
+
+
+def test_every_role_with_inputs_includes_them_unless_preflight_did():
+    assert set(roles_with_inputs()) >= {"container_toolkit", "dcgm", "nccl", "ofed", "os_tuning", "sharp", "slurm"}
+    for role in roles_with_inputs():
+        main = yaml.safe_load((ROLES / role / "tasks" / "main.yml").read_text())
+        includes = [t for t in main if t.get("ansible.builtin.include_tasks") == "inputs.yml"]
+        assert len(includes) == 1, role
+        assert includes[0]["when"] == f"'{role}' not in gpuops_inputs_checked | default([])"
+
+
+@pytest.mark.parametrize("role", ["container_toolkit", "dcgm", "nccl", "sharp", "slurm"])
+def test_apt_only_roles_refuse_a_rhel_node(role):
+    registered = {"__container_toolkit_containerd_bin": {"skipped": True}} if role == "container_toolkit" else {}
+    given = {"sharp_enabled": True, "sharp_hpcx_checksum": "sha256:" + "0" * 64, "nccl_tests_build": False}
+    errors, _warnings = check(role, registered, family="RedHat", distribution="Rocky", **given)
+    assert any(f"The {role} role needs apt; this node is RedHat" in e for e in errors), errors
+    assert check(role, registered, **given) == ([], [])
+
+
+def test_ofed_refuses_rhel_unless_left_alone():
+    errors, _warnings = check("ofed", family="RedHat", distribution="Rocky", ofed_doca_key_fingerprint=["AB" * 20])
+    assert any("Debian and Ubuntu only; this host is Rocky" in e for e in errors)
+    stack = {"gpu_present": True, "ofed": {"flavour": "none"}}
+    assert check("ofed", family="RedHat", distribution="Rocky", gpuops_stack=stack) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("role", "variable", "overrides"),
+    [
+        ("sharp", "sharp_hpcx_checksum", {"sharp_enabled": True}),
+        ("nccl", "nccl_tests_checksum", {"nccl_tests_build": True}),
+        (
+            "dcgm",
+            "dcgm_exporter_checksum",
+            {"dcgm_exporter_source": "url", "dcgm_exporter_url": "http://m/dcgm-exporter"},
+        ),
+    ],
+)
+def test_a_download_needs_a_checksum_or_an_explicit_opt_out(role, variable, overrides):
+    errors, warnings = check(role, **overrides, **{variable: ""})
+    assert len(errors) == 1 and errors[0].startswith(f"{variable} must be the checksum of") and '(got "")' in errors[0]
+    errors, _warnings = check(role, **overrides, **{variable: "md5:0123"})  # not SHA-2
+    assert len(errors) == 1
+    assert check(role, **overrides, **{variable: "sha256:" + "a" * 64}) == ([], [])
+    errors, warnings = check(role, **overrides, **{variable: "unverified"})
+    assert errors == []
+    assert len(warnings) == 1 and warnings[0].startswith(f"{variable} is unverified: http")
+
+
+def test_a_download_the_host_does_not_make_needs_no_checksum():
+    assert check("sharp", sharp_enabled=False, sharp_hpcx_checksum="") == ([], [])
+    assert check("nccl", nccl_tests_build=False, nccl_tests_checksum="") == ([], [])
+    stack = {"gpu_present": False, "ofed": {"flavour": "doca"}, "cuda": {"default": "12.8"}}
+    assert check("nccl", nccl_tests_build=True, nccl_tests_checksum="", gpuops_stack=stack) == ([], [])
+
+
+def test_slurm_lists_every_broken_rule_at_once():
+    errors, _warnings = check(
+        "slurm",
+        slurm_partitions=[{"name": "gpu", "group": "no_such_group"}],
+        slurm_gres_autodetect="nvml",
+        slurm_munge_key="short",
+    )
+    assert len(errors) == 3, errors
+    assert any("names groups the inventory does not have, no_such_group" in e for e in errors)
+    assert any("built without NVML" in e for e in errors)
+    assert any(e.startswith("slurm_munge_key must be empty") for e in errors)
+
+
+def test_container_toolkit_refuses_containerd_that_is_not_there():
+    missing = {"__container_toolkit_containerd_bin": {"changed": False, "stat": {"exists": False}}}
+    errors, _warnings = check("container_toolkit", missing, container_toolkit_runtimes=["containerd"])
+    assert len(errors) == 1 and "/usr/bin/containerd is not on node1" in errors[0]
+
+
+def test_chrony_needs_a_source():
+    errors, _warnings = check(
+        "os_tuning", os_tuning_chrony=True, os_tuning_chrony_pools=[], os_tuning_chrony_servers=[]
+    )
+    assert len(errors) == 1 and "list your NTP servers" in errors[0]
+
+
+def test_site_stops_on_a_bad_input_in_preflight_before_the_setup_play(tmp_path):
+    """A run that would fail in the slurm role (its last) fails in preflight instead, on every host."""
+    inventory = tmp_path / "hosts.yml"
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "vars": {
+                        "preflight_min_free_gib": {},
+                        "preflight_today": "2026-11-21",
+                        "slurm_partitions": [{"name": "gpu", "group": "no_such_group"}],
+                    },
+                    "children": {
+                        "slurm_controller": {"hosts": {"ctl": local}},
+                        "slurm_compute": {"hosts": {"cpu1": local}},
+                    },
+                }
+            }
+        )
+    )
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    # Check mode, and a tag no role task has: only the always-tagged plays (facts, preflight) run.
+    result = subprocess.run(
+        [
+            str(ROOT / ".venv" / "bin" / "ansible-playbook"),
+            str(ROOT / "playbooks" / "site.yml"),
+            "-i",
+            str(inventory),
+            "--check",
+            "--tags",
+            "gpuops_none",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out
+    assert "The slurm role cannot run with these inputs" in out
+    assert "names groups the inventory does not have, no_such_group" in out
+    assert "PLAY [Set up the nodes]" not in out
