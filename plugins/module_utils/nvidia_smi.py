@@ -454,3 +454,35 @@ def parse_query_csv(text, fields=None):
             )
         rows.append({name: _csv_value(cell) for name, cell in zip(header, cells)})
     return rows
+
+
+# --- nvidia-smi --query-compute-apps: the processes that hold a GPU ------------------------------
+COMPUTE_APPS_FIELDS = ("pid", "gpu_uuid", "used_memory", "process_name")
+COMPUTE_APPS_COMMAND = "nvidia-smi --query-compute-apps=" + ",".join(COMPUTE_APPS_FIELDS) + " --format=csv,noheader"
+_NO_PROCESSES = re.compile(r"^\s*No running (compute )?processes found\s*$", re.IGNORECASE)
+
+
+def parse_compute_apps(text):
+    """Parse :data:`COMPUTE_APPS_COMMAND`'s output: one dict per process and GPU.
+
+    The process name comes last and keeps any comma it has (a path may). ``used_memory`` is MiB, or
+    None where the driver cannot tell (``[N/A]``, ``[Insufficient Permissions]``).
+    """
+    out = []
+    for number, line in enumerate(text_lines(text, COMPUTE_APPS_COMMAND), 1):
+        if not line.strip() or _NO_PROCESSES.match(line):
+            continue
+        cells = [cell.strip() for cell in line.split(",", len(COMPUTE_APPS_FIELDS) - 1)]
+        pid = cells[0]
+        if len(cells) != len(COMPUTE_APPS_FIELDS) or not (pid.isascii() and pid.isdigit()):
+            raise ParseError("expected pid, gpu_uuid, used_memory, process_name", COMPUTE_APPS_COMMAND, number, line)
+        memory = cells[2].split()[0] if cells[2] else ""
+        out.append(
+            {
+                "pid": int(pid),
+                "gpu_uuid": cells[1],
+                "used_memory": int(memory) if memory.isascii() and memory.isdigit() else None,
+                "process_name": cells[3],
+            }
+        )
+    return out

@@ -26,6 +26,17 @@ options:
     description: The driver branch the node should run, such as V(580).
     type: str
     required: true
+  busy:
+    description:
+      - Also look for work on the node (RV(work)) before a driver change. The processes that hold a GPU
+        come from C(nvidia-smi --query-compute-apps) where the driver is loaded; the Slurm jobs and the
+        node's Slurm state from C(squeue) and C(sinfo) where Slurm's client is installed.
+    type: bool
+    default: false
+  slurm_node:
+    description: The node's name in Slurm, for O(busy); empty means the short host name.
+    type: str
+    default: ""
 seealso:
   - module: gpuops.cluster.stack_check
   - module: gpuops.cluster.gpu_facts
@@ -91,11 +102,25 @@ held:
   returned: always
   type: list
   elements: str
+work:
+  description:
+    - With O(busy), what runs on the node; null otherwise.
+    - C(gpu_processes) (pid, gpu_uuid, used_memory in MiB, process_name), C(slurm_jobs) (job ids),
+      C(slurm_state) (sinfo's long state, such as C(drained), C(draining), C(idle); null without Slurm)
+      and C(drained) (Slurm keeps new jobs off the node and none runs there).
+    - A C(squeue) or C(sinfo) that fails (controller down, node unknown to Slurm) is reported as a
+      warning and leaves C(slurm_jobs) empty and C(slurm_state) null.
+  returned: always
+  type: dict
+  sample: {gpu_processes: [{pid: 4242, gpu_uuid: GPU-5c3a..., used_memory: 70144, process_name: python3}],
+           slurm_jobs: ["1207"], slurm_state: mixed, drained: false}
 """
 
 import re
+import socket
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
 from ansible_collections.gpuops.cluster.plugins.module_utils.host import (
     CONTAINER_MARKS,
     NVIDIA_MODULES,
@@ -108,6 +133,11 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.host import (
     installed_packages,
     loaded_modules,
 )
+from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import (
+    COMPUTE_APPS_COMMAND,
+    COMPUTE_APPS_FIELDS,
+    parse_compute_apps,
+)
 
 
 def _container(host):
@@ -118,9 +148,51 @@ def _container(host):
     return None
 
 
+def _run(module, argv):
+    return module.run_command(argv, environ_update={"LC_ALL": "C"})
+
+
+def work_on_node(module, node, driver_loaded):
+    """The GPU processes, Slurm jobs and Slurm state of this node (see RETURN ``work``)."""
+    work = {"gpu_processes": [], "slurm_jobs": [], "slurm_state": None, "drained": False}
+    smi = module.get_bin_path("nvidia-smi", opt_dirs=["/usr/bin"])
+    if smi and driver_loaded:
+        argv = [smi, "--query-compute-apps=" + ",".join(COMPUTE_APPS_FIELDS), "--format=csv,noheader"]
+        rc, out, err = _run(module, argv)
+        if rc != 0:
+            module.fail_json(
+                msg=f"{COMPUTE_APPS_COMMAND} failed (rc {rc}): {err.strip() or out.strip()}. The driver must "
+                "answer before it is changed: check it with nvidia-smi on the node."
+            )
+        try:
+            work["gpu_processes"] = parse_compute_apps(out)
+        except ParseError as exc:
+            module.fail_json(msg=str(exc))
+    squeue, sinfo = module.get_bin_path("squeue"), module.get_bin_path("sinfo")
+    if squeue and sinfo:
+        rc, out, err = _run(module, [squeue, "--noheader", f"--nodelist={node}", "--format=%i"])
+        if rc == 0:
+            work["slurm_jobs"] = [line.strip() for line in out.splitlines() if line.strip()]
+        else:
+            module.warn(f"squeue could not list the jobs on {node} (rc {rc}): {err.strip()}")
+        rc, out, err = _run(module, [sinfo, "--noheader", "--Node", f"--nodes={node}", "--format=%T"])
+        states = sorted({line.strip().rstrip("*~#!%$@^-") for line in out.splitlines() if line.strip()})
+        if rc == 0 and states:
+            work["slurm_state"] = "+".join(states)
+            work["drained"] = all(state == "drained" for state in states) and not work["slurm_jobs"]
+        elif rc != 0:
+            module.warn(f"sinfo could not read the state of {node} (rc {rc}): {err.strip()}")
+    return work
+
+
 def main():
     module = AnsibleModule(
-        argument_spec={"branch": {"type": "str", "required": True}, **ROOT_OPTION},
+        argument_spec={
+            "branch": {"type": "str", "required": True},
+            "busy": {"type": "bool", "default": False},
+            "slurm_node": {"type": "str", "default": ""},
+            **ROOT_OPTION,
+        },
         supports_check_mode=True,
     )
     branch = module.params["branch"]
@@ -149,6 +221,13 @@ def main():
         other_branches=sorted(name for other, names in branches.items() if other != branch for name in names),
         hold=sorted(branches.get(branch, []) + [name for name in packages if name == "nvlsm"]),
         held=dpkg_held(host.read("/var/lib/dpkg/status") or ""),
+        work=work_on_node(
+            module,
+            module.params["slurm_node"] or socket.gethostname().split(".")[0],
+            "nvidia" in loaded or container is not None,
+        )
+        if module.params["busy"]
+        else None,
     )
 
 

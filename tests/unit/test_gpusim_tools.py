@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -104,6 +105,31 @@ def test_nvidia_smi_query_and_list(nvidia_smi):
     assert run(nvidia_smi, "-L", profile="pcie-l40s").stdout.count("NVIDIA L40S (UUID: GPU-") == 4
     bad = run(nvidia_smi, "--query-gpu=bogus", "--format=csv", profile="pcie-l40s")
     assert bad.returncode == 2
+
+
+def test_nvidia_smi_faults_busy_gpus_and_lost_gpus(nvidia_smi, tmp_path):
+    faults = tmp_path / "faults.json"
+    faults.write_text(
+        json.dumps(
+            {
+                "gpu_processes": [{"pid": 4242, "gpu": 1, "used_memory": 2048, "name": "train"}],
+                "lost_gpus": {"count": 1, "driver": "580.95.05"},
+            }
+        )
+    )
+    env = {"GPUSIM_FAULTS": str(faults)}
+    fields = "--query-compute-apps=pid,gpu_uuid,used_memory,process_name"
+    apps = run(nvidia_smi, fields, "--format=csv,noheader", profile="pcie-l40s", env_extra=env).stdout
+    uuids = profile_summary("pcie-l40s")["gpu_uuids"]
+    assert apps == f"4242, {uuids[1]}, 2048 MiB, train\n"
+    xml = run(nvidia_smi, "-q", "-x", profile="pcie-l40s", env_extra=env).stdout
+    root = ET.fromstring(xml.split("\n", 2)[2])
+    assert [g.findtext("uuid") for g in root.findall("gpu")] == uuids[:-1]
+    assert root.findtext("attached_gpus") == str(len(uuids) - 1)
+    # Under another driver version the GPU is there.
+    faults.write_text(json.dumps({"lost_gpus": {"count": 1, "driver": "570.133.20"}}))
+    assert run(nvidia_smi, "-L", profile="pcie-l40s", env_extra=env).stdout.count("UUID: GPU-") == len(uuids)
+    assert run(nvidia_smi, fields, "--format=csv,noheader", profile="pcie-l40s", env_extra=env).stdout == ""
 
 
 def test_nvidia_smi_without_hardware_fails_like_the_real_one(nvidia_smi):

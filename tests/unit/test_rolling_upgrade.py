@@ -30,18 +30,29 @@ def evaluate(expression, **variables):
     return templar.template(trust_as_template(text))
 
 
+FAILED_BEFORE = "NodeName=gpu01 State=IDLE+DRAIN Reason=gpuops driver upgrade to 580.95.05 failed at: Check that"
+OPERATOR = "NodeName=gpu01 State=IDLE+DRAIN Reason=bad fan [ops@2026-11-20T10:00:00]"
+
+
 @pytest.mark.parametrize(
-    ("gpu", "needed"),
+    ("gpu", "slurm", "needed"),
     [
-        ({"present": True, "driver_version": "570.133.20"}, True),
-        ({"present": True, "driver_version": "580.95.05"}, False),
+        ({"present": True, "driver_version": "570.133.20"}, "NodeName=gpu01 State=IDLE", True),
+        ({"present": True, "driver_version": "580.95.05"}, "NodeName=gpu01 State=IDLE", False),
         # A CPU-only compute node: no driver version. It used to "need" the upgrade and be drained.
-        ({"present": False, "driver_version": None}, False),
+        ({"present": False, "driver_version": None}, None, False),
+        # On the target, but left drained by a rollout that failed after the driver step: taken again.
+        ({"present": True, "driver_version": "580.95.05"}, FAILED_BEFORE, True),
+        # On the target and drained by an operator: left alone.
+        ({"present": True, "driver_version": "580.95.05"}, OPERATOR, False),
     ],
 )
-def test_only_gpu_nodes_on_another_driver_need_the_upgrade(gpu, needed):
+def test_gpu_nodes_on_another_driver_or_left_drained_by_a_rollout_need_it(gpu, slurm, needed):
     expression = task("Decide whether this node needs the upgrade")["ansible.builtin.set_fact"]["__rolling_needed"]
-    result = evaluate(expression, ansible_facts={"nvidia_gpu": gpu}, nvidia_driver_version="580.95.05")
+    before = {"skipped": True} if slurm is None else {"stdout": slurm}
+    result = evaluate(
+        expression, ansible_facts={"nvidia_gpu": gpu}, nvidia_driver_version="580.95.05", __rolling_before=before
+    )
     assert str(result).strip() == str(needed)
 
 
@@ -49,3 +60,30 @@ def test_a_failure_keeps_the_drain_reason_an_operator_set():
     rescue = task("Keep the node drained, with what failed")
     assert evaluate(rescue["when"], __rolling_keep_drained=True) is False
     assert evaluate(rescue["when"], __rolling_keep_drained=False) is True
+
+
+@pytest.mark.parametrize(
+    ("failed", "batch", "limit", "stop"),
+    [
+        ([], ["n3", "n4"], 0, False),
+        (["n1"], ["n3", "n4"], 0, True),
+        (["n1"], ["n3", "n4"], 50, False),
+        (["n1", "n2"], ["n3", "n4"], 50, True),
+    ],
+)
+def test_the_limit_is_checked_between_batches(failed, batch, limit, stop):
+    play = yaml.safe_load((ROOT / "playbooks" / "rolling_driver_upgrade.yml").read_text())[1]
+    # Ansible's own limit would stop the play in the middle of a batch, with nodes half upgraded.
+    assert play["max_fail_percentage"] == 100
+    check = play["tasks"][0]
+    assert check["name"] == "Stop before this batch when the nodes failed so far pass the limit"
+    hosts_all = ["n1", "n2", "n3", "n4"]
+    variables = {
+        "ansible_play_hosts_all": hosts_all,
+        "ansible_play_hosts": [h for h in hosts_all if h not in failed],
+        "ansible_play_batch": batch,
+        "rolling_upgrade_max_fail_percentage": limit,
+    }
+    variables["__failed"] = evaluate(check["vars"]["__failed"], **variables)
+    variables["__limit"] = evaluate(check["vars"]["__limit"], **variables)
+    assert evaluate(check["when"], **variables) is stop

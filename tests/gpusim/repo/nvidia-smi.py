@@ -3,7 +3,9 @@
 # node's profile (the hardware) with the version of the driver package that installed it.
 # Supports: (no args), -L, -q -x, topo -m|--matrix, nvlink -s|--status [-i N], --version,
 # --query-gpu=... --format=csv[,...]. Faults injected in /etc/gpusim/faults.json (tests/gpusim/tasks/
-# faults.yml) show: "pcie" [{gpu, gen, width}] in the XML, "nvlink_down" [{gpu, link}] in nvlink -s.
+# faults.yml) show: "pcie" [{gpu, gen, width}] in the XML, "nvlink_down" [{gpu, link}] in nvlink -s,
+# "gpu_processes" [{pid, gpu, used_memory, name}] in --query-compute-apps, "lost_gpus" {count, driver}
+# everywhere (the last GPUs gone, under that driver version only).
 import json
 import os
 import re
@@ -74,8 +76,22 @@ def nvlink_status(argv):
     return 0
 
 
+def lose_gpus(text):
+    """The last GPUs gone from the driver's view (a GPU that fell off the bus), under the driver
+    version the fault names: "lost_gpus" {count, driver}."""
+    lost = faults().get("lost_gpus") or {}
+    count = int(lost.get("count", 0))
+    if count <= 0 or lost.get("driver", DRIVER_VERSION) != DRIVER_VERSION:
+        return text
+    elements = list(re.finditer(r"<gpu id=.*?</gpu>\n?", text, flags=re.DOTALL))
+    for match in reversed(elements[-count:]):
+        text = text[: match.start()] + text[match.end() :]
+    left = max(len(elements) - count, 0)
+    return re.sub(r"<attached_gpus>[^<]*<", f"<attached_gpus>{left}<", text, count=1)
+
+
 def xml_text():
-    text = degrade_pcie(read("nvidia-smi-q-x.xml"))
+    text = lose_gpus(degrade_pcie(read("nvidia-smi-q-x.xml")))
     text = re.sub(r"<driver_version>[^<]*<", f"<driver_version>{DRIVER_VERSION}<", text)
     text = re.sub(r"<cuda_version>[^<]*<", f"<cuda_version>{CUDA_VERSION}<", text)
     return re.sub(r"<gsp_firmware_version>(?!N/A)[^<]*<", f"<gsp_firmware_version>{DRIVER_VERSION}<", text)
@@ -124,6 +140,28 @@ def query(fields, fmt):
     return 0
 
 
+def compute_apps(argv):
+    """The processes on the GPUs: none, unless faults.json lists some ("gpu_processes")."""
+    fields = argv[0].split("=", 1)[1].split(",")
+    if argv[1:] != ["--format=csv,noheader"]:
+        sys.stderr.write("gpusim nvidia-smi: use --query-compute-apps=FIELDS --format=csv,noheader\n")
+        return 2
+    known = {"pid", "gpu_uuid", "used_memory", "process_name"}
+    if not set(fields) <= known:
+        sys.stdout.write(f'Field "{sorted(set(fields) - known)[0]}" is not a valid field to query.\n\n')
+        return 2
+    uuids = [gpu["uuid"] for gpu in gpus()]
+    for proc in faults().get("gpu_processes", []):
+        row = {
+            "pid": str(proc["pid"]),
+            "gpu_uuid": uuids[int(proc.get("gpu", 0))],
+            "used_memory": f"{proc.get('used_memory', 1024)} MiB",
+            "process_name": proc.get("name", "python3"),
+        }
+        sys.stdout.write(", ".join(row[f] for f in fields) + "\n")
+    return 0
+
+
 def main(argv):
     if argv in (["-q", "-x"], ["-x", "-q"], ["--query", "--xml-format"]):
         sys.stdout.write(xml_text())
@@ -141,6 +179,8 @@ def main(argv):
             f"NVIDIA-SMI version  : {DRIVER_VERSION}\nNVML version        : {nvml}\n"
             f"DRIVER version      : {DRIVER_VERSION}\nCUDA Version        : {CUDA_VERSION}\n"
         )
+    elif argv and argv[0].startswith("--query-compute-apps="):
+        return compute_apps(argv)
     elif argv and argv[0].startswith("--query-gpu="):
         fmt = [a for a in argv[1:] if a.startswith("--format=")]
         if len(argv) != 2 or not fmt:

@@ -25,6 +25,7 @@ PARSERS = {
     "slurmd_C": (slurm.parse_slurmd_config, None),
     "ibv_devinfo": (ibstat.parse_ibv_devinfo, None),
     "ibstatus": (ibstat.parse_ibstatus, None),
+    "compute_apps": (nvidia_smi.parse_compute_apps, None),
 }
 
 

@@ -448,3 +448,15 @@ def test_ibstatus_refusal_names_the_line():
     with pytest.raises(ParseError, match="rate is not 'N Gb/sec'") as error:
         ibstat.parse_ibstatus("Infiniband device 'mlx5_0' port 1 status:\n\trate:\t fast\n")
     assert error.value.line_number == 2 and "ibstatus" in str(error.value)
+
+
+def test_compute_apps_one_row_per_process_and_gpu_and_names_with_commas():
+    rows = nvidia_smi.parse_compute_apps(fixture("compute_apps", "constructed_two_processes_na_memory.txt"))
+    assert [(r["pid"], r["used_memory"]) for r in rows] == [(4242, 70144), (4242, 70144), (5150, None)]
+    assert rows[2]["process_name"] == "/opt/apps/train, run 2/bin/worker"
+    assert (
+        nvidia_smi.parse_compute_apps("") == [] and nvidia_smi.parse_compute_apps("No running processes found\n") == []
+    )
+    with pytest.raises(ParseError) as error:
+        nvidia_smi.parse_compute_apps("²42, GPU-x, 1 MiB, a\n")
+    assert "nvidia-smi --query-compute-apps" in str(error.value) and "line 1" in str(error.value)

@@ -180,3 +180,80 @@ def test_package_spec(package, family, spec):
 def test_package_spec_refuses_what_is_not_a_package(bad):
     with pytest.raises(AnsibleFilterError, match="package_spec takes a dict with a name and a version"):
         package_spec(bad)
+
+
+# --- busy: what runs on the node before a branch change ----------------------------------------
+SMI = "/usr/bin/nvidia-smi"
+APPS = (SMI, "--query-compute-apps=pid,gpu_uuid,used_memory,process_name", "--format=csv,noheader")
+SQUEUE = ("/usr/bin/squeue", "--noheader", "--nodelist=gpu01", "--format=%i")
+SINFO = ("/usr/bin/sinfo", "--noheader", "--Node", "--nodes=gpu01", "--format=%T")
+SLURM_BINS = {"squeue": "/usr/bin/squeue", "sinfo": "/usr/bin/sinfo"}
+
+
+def busy(monkeypatch, tmp_path, binaries, outputs, modules=NVIDIA_MODULES):
+    root = make_root(tmp_path, modules=modules, loaded_version="570.133.20" if modules else None)
+    node = Node(monkeypatch, binaries, outputs)
+    args = {"branch": "580", "root": str(root), "busy": True, "slurm_node": "gpu01"}
+    return run_module(driver_state.main, args), node
+
+
+def test_busy_lists_gpu_processes_and_slurm_jobs(monkeypatch, tmp_path):
+    apps = "4242, GPU-5c3a1f0e-0000-0000-0000-000000000001, 70144 MiB, /opt/venv/bin/python3, -u, train.py\n"
+    exited, _node = busy(
+        monkeypatch,
+        tmp_path,
+        {"nvidia-smi": SMI, **SLURM_BINS},
+        {APPS: (0, apps, ""), SQUEUE: (0, "1207\n1208\n", ""), SINFO: (0, "mixed\n", "")},
+    )
+    work = exited.result["work"]
+    assert work["gpu_processes"] == [
+        {
+            "pid": 4242,
+            "gpu_uuid": "GPU-5c3a1f0e-0000-0000-0000-000000000001",
+            "used_memory": 70144,
+            "process_name": "/opt/venv/bin/python3, -u, train.py",
+        }
+    ]
+    assert work["slurm_jobs"] == ["1207", "1208"]
+    assert (work["slurm_state"], work["drained"]) == ("mixed", False)
+
+
+@pytest.mark.parametrize(
+    ("jobs", "state", "drained"),
+    [("", "drained\n", True), ("", "drained*\n", True), ("77\n", "draining\n", False), ("", "idle\n", False)],
+)
+def test_only_a_drained_node_without_jobs_counts_as_drained(monkeypatch, tmp_path, jobs, state, drained):
+    exited, _node = busy(monkeypatch, tmp_path, SLURM_BINS, {SQUEUE: (0, jobs, ""), SINFO: (0, state, "")})
+    assert exited.result["work"]["drained"] is drained
+
+
+def test_without_driver_or_slurm_there_is_nothing_to_ask(monkeypatch, tmp_path):
+    exited, node = busy(monkeypatch, tmp_path, {"nvidia-smi": SMI}, {}, modules="")
+    assert exited.result["work"] == {"gpu_processes": [], "slurm_jobs": [], "slurm_state": None, "drained": False}
+    assert node.calls == []
+
+
+def test_slurm_that_cannot_answer_is_a_warning(monkeypatch, tmp_path):
+    exited, node = busy(
+        monkeypatch,
+        tmp_path,
+        SLURM_BINS,
+        {SQUEUE: (1, "", "slurm_load_jobs error: Unable to contact slurm controller"), SINFO: (1, "", "down")},
+    )
+    assert not exited.failed
+    assert exited.result["work"]["slurm_state"] is None
+    assert any("Unable to contact slurm controller" in w for w in node.warnings)
+
+
+def test_a_driver_that_does_not_answer_fails_before_any_change(monkeypatch, tmp_path):
+    exited, _node = busy(monkeypatch, tmp_path, {"nvidia-smi": SMI}, {APPS: (9, "", "NVIDIA-SMI has failed")})
+    assert exited.failed
+    assert "nvidia-smi --query-compute-apps" in exited.result["msg"]
+    assert "NVIDIA-SMI has failed" in exited.result["msg"]
+
+
+def test_busy_is_off_by_default(monkeypatch, tmp_path):
+    root = make_root(tmp_path, modules=NVIDIA_MODULES, loaded_version="570.133.20")
+    node = Node(monkeypatch, {"nvidia-smi": SMI, **SLURM_BINS}, {})
+    assert run_module(driver_state.main, {"branch": "580", "root": str(root)}).result["work"] is None
+    assert node.calls == []
