@@ -74,6 +74,11 @@ def roles_with_inputs():
     return sorted(p.parent.parent.name for p in ROLES.glob("*/tasks/inputs.yml"))
 
 
+def test_preflight_knows_every_role_with_inputs():
+    listed = yaml.safe_load((ROLES / "preflight" / "vars" / "main.yml").read_text())["__preflight_roles_with_inputs"]
+    assert sorted(listed) == roles_with_inputs()
+
+
 def test_every_role_with_inputs_includes_them_unless_preflight_did():
     assert set(roles_with_inputs()) >= {"container_toolkit", "dcgm", "nccl", "ofed", "os_tuning", "sharp", "slurm"}
     for role in roles_with_inputs():
@@ -165,12 +170,15 @@ def test_site_stops_on_a_bad_input_in_preflight_before_the_setup_play(tmp_path):
                 "all": {
                     "vars": {
                         "preflight_min_free_gib": {},
+                        "site_ofed": False,
                         "preflight_today": "2026-11-21",
                         "slurm_partitions": [{"name": "gpu", "group": "no_such_group"}],
                     },
                     "children": {
                         "slurm_controller": {"hosts": {"ctl": local}},
-                        "slurm_compute": {"hosts": {"cpu1": local}},
+                        "slurm_compute": {"hosts": {"cpu1": local, "gpu1": local}},
+                        # Every role of site.yml runs here, those without input rules too.
+                        "gpu_nodes": {"hosts": {"gpu1": local}},
                     },
                 }
             }
