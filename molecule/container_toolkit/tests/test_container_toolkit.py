@@ -6,8 +6,10 @@ CRI-O, and the CDI specification of the GPUs the driver reports."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+import yaml
 from hosts import name
 
 PACKAGES = (
@@ -87,10 +89,28 @@ def test_containerd_imports_the_drop_in_and_keeps_its_settings(host):
     assert host.service("containerd").is_running
 
 
-def test_kubernetes_runtimeclass_names_the_nvidia_handler(host):
+def test_kubernetes_runtimeclass_names_a_handler_the_node_runs(host):
+    """The kubelet passes a RuntimeClass's handler to the CRI runtime as a runtime name: the
+    manifest must be a valid RuntimeClass whose handler the node's containerd or CRI-O has."""
     only(host, "ctk-containerd", "ctk-nodriver")
-    manifest = host.file("/etc/gpuops/kubernetes/runtimeclass-nvidia.yaml").content_string
-    assert "kind: RuntimeClass\nmetadata:\n  name: nvidia\nhandler: nvidia\n" in manifest
+    manifest = yaml.safe_load(host.file("/etc/gpuops/kubernetes/runtimeclass-nvidia.yaml").content_string)
+    assert (manifest["apiVersion"], manifest["kind"], manifest["metadata"]["name"]) == (
+        "node.k8s.io/v1",
+        "RuntimeClass",
+        "nvidia",
+    )
+    handler = manifest["handler"]
+    # The API server validates the handler as a DNS label.
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", handler)
+    runtimes = []
+    if host.exists("containerd"):
+        dump = host.check_output("containerd config dump")
+        runtimes += re.findall(r"\.containerd\.runtimes\.([A-Za-z0-9_-]+)\]", dump)
+        runtimes += re.findall(r"\.cri\.v1\.runtime\.containerd\.runtimes\.([A-Za-z0-9_-]+)\]", dump)
+    crio = host.file("/etc/crio/crio.conf.d/99-nvidia.conf")
+    if crio.exists:
+        runtimes += re.findall(r"^\[crio\.runtime\.runtimes\.([A-Za-z0-9_-]+)\]", crio.content_string, re.M)
+    assert handler in runtimes, runtimes
 
 
 def test_crio_drop_in_when_asked_for(host):

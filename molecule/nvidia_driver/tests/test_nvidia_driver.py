@@ -93,6 +93,30 @@ def test_nouveau_is_blacklisted(host):
     assert host.package("initramfs-tools").is_installed
 
 
+def test_nouveau_blacklist_goes_into_the_initramfs(host):
+    """The container has no kernel of its own, so update-initramfs has nothing to rebuild there.
+    Build one with the installed initramfs-tools for an empty module tree and look inside: the
+    blacklist must be in it, or nouveau binds the GPUs at boot before the root filesystem is up."""
+    version = "0.0.0-gpuops-probe"
+    modules = f"/lib/modules/{version}"
+    try:
+        host.check_output(
+            f"mkdir -p {modules} && touch {modules}/modules.order {modules}/modules.builtin "
+            f"{modules}/modules.builtin.modinfo && depmod {version} && "
+            f"echo CONFIG_RD_GZIP=y > /boot/config-{version} && "
+            f"mkinitramfs -c gzip -o /tmp/gpuops-probe.img {version}"
+        )
+        inside = host.check_output("lsinitramfs /tmp/gpuops-probe.img").splitlines()
+        assert "etc/modprobe.d/gpuops-blacklist-nouveau.conf" in inside
+        extracted = host.check_output(
+            "unmkinitramfs /tmp/gpuops-probe.img /tmp/gpuops-probe && "
+            "cat $(find /tmp/gpuops-probe -path '*etc/modprobe.d/gpuops-blacklist-nouveau.conf')"
+        )
+        assert "blacklist nouveau" in extracted.splitlines()
+    finally:
+        host.run(f"rm -rf {modules} /boot/config-{version} /tmp/gpuops-probe.img /tmp/gpuops-probe")
+
+
 def test_the_cuda_repository_uses_a_signed_by_keyring(host):
     source = host.file("/etc/apt/sources.list.d/nvidia-cuda.sources").content_string
     assert "URIs: http://gpusim-repo/compute/cuda/repos/debian12/x86_64/" in source

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 SYSCTL = {
     "fs.inotify.max_user_instances": "8192",
     "fs.inotify.max_user_watches": "1048576",
@@ -28,6 +30,21 @@ def test_sysctl_file_holds_every_value_once(host):
     settings = dict(line.split(" = ", 1) for line in lines)
     assert settings == SYSCTL
     assert len(lines) == len(SYSCTL)
+
+
+def test_every_setting_names_a_kernel_parameter(host):
+    """A misspelt name would be skipped with a warning at boot: each one must exist on this kernel."""
+    for key in SYSCTL:
+        assert host.file("/proc/sys/" + key.replace(".", "/")).exists, key
+
+
+def test_the_kernel_took_the_values_where_it_can(host):
+    """In the unprivileged test container /proc/sys is read-only, so the role writes the settings
+    and the kernel loads them at the next boot of a real host; there, the values must be live."""
+    if "ro," in host.check_output("findmnt -n -o OPTIONS /proc/sys || true") + ",":
+        pytest.skip("/proc/sys is read-only in this container: the values load at boot on a real host")
+    for key, value in SYSCTL.items():
+        assert host.check_output(f"sysctl -n {key}") == value, key
 
 
 def test_memlock_is_unlimited_for_logins_and_services(host):

@@ -108,8 +108,14 @@ def test_configless_node_has_no_local_copy(host):
     assert not host.file("/etc/slurm/slurm.conf").exists
     assert "--conf-server slurm-ctl:6817" in host.file("/etc/default/slurmd").content_string
     assert host.service("slurmd").is_running
-    # slurmd fetched the controller's files.
-    assert host.run("slurmd -G --conf-server slurm-ctl:6817").rc == 0
+    # slurmd fetched the controller's files: its config-less cache holds the controller's own
+    # slurm.conf and gres.conf (Slurm 22.05 keeps them in <SlurmdSpoolDir>/conf-cache).
+    controller = testinfra.get_host("ansible://slurm-ctl", ansible_inventory=host.backend.ansible_inventory)
+    cache = "/var/lib/slurm/slurmd/conf-cache"
+    for conf in ("slurm.conf", "gres.conf"):
+        fetched = host.file(f"{cache}/{conf}")
+        assert fetched.exists, f"{cache}/{conf}"
+        assert fetched.content_string == controller.file(f"/etc/slurm/{conf}").content_string
 
 
 def test_nodes_are_idle_with_their_gres(host):
@@ -134,9 +140,15 @@ def test_two_h100_gpus_reach_the_job(host):
 
 
 def test_health_check_passes_on_gpu_nodes(host):
+    """It passes on a healthy node; the side effect made slurmd run it on a node with a GPU gone and
+    saw the drain (side_effect.yml), and this node is back in service (next test)."""
     if name(host) not in NODES:
         pytest.skip("GPU nodes")
     assert host.run("/usr/local/sbin/gpuops-slurm-healthcheck").rc == 0
+    conf = host.file("/etc/slurm/slurm.conf")
+    text = conf.content_string if conf.exists else ""
+    if text:
+        assert "HealthCheckProgram=/usr/local/sbin/gpuops-slurm-healthcheck" in text
 
 
 def test_rolling_upgrade_left_every_node_on_r580_and_in_service(host):
