@@ -108,14 +108,14 @@ def test_configless_node_has_no_local_copy(host):
     assert not host.file("/etc/slurm/slurm.conf").exists
     assert "--conf-server slurm-ctl:6817" in host.file("/etc/default/slurmd").content_string
     assert host.service("slurmd").is_running
-    # slurmd fetched the controller's files: its config-less cache holds the controller's own
-    # slurm.conf and gres.conf (Slurm 22.05 keeps them in <SlurmdSpoolDir>/conf-cache).
+    # slurmd fetched the controller's files: its config-less cache (<SlurmdSpoolDir>/conf-cache, and
+    # /run/slurm/conf where client commands find it) holds the controller's own slurm.conf and gres.conf.
     controller = testinfra.get_host("ansible://slurm-ctl", ansible_inventory=host.backend.ansible_inventory)
-    cache = "/var/lib/slurm/slurmd/conf-cache"
-    for conf in ("slurm.conf", "gres.conf"):
-        fetched = host.file(f"{cache}/{conf}")
-        assert fetched.exists, f"{cache}/{conf}"
-        assert fetched.content_string == controller.file(f"/etc/slurm/{conf}").content_string
+    caches = [d for d in ("/var/lib/slurm/slurmd/conf-cache", "/run/slurm/conf") if host.file(f"{d}/slurm.conf").exists]
+    assert caches, "no config-less cache of slurm.conf on the node"
+    for cache in caches:
+        for conf in ("slurm.conf", "gres.conf"):
+            assert host.file(f"{cache}/{conf}").content_string == controller.file(f"/etc/slurm/{conf}").content_string
 
 
 def test_nodes_are_idle_with_their_gres(host):
