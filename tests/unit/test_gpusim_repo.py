@@ -161,3 +161,21 @@ def test_dcgm_exporter_binary_on_the_mirror_has_a_matching_checksum(repo):
     assert digest == hashlib.sha256((folder / "dcgm-exporter").read_bytes()).hexdigest()
     assert filename.strip() == "dcgm-exporter"
     assert "4.4.1-4.5.2" in (folder / "dcgm-exporter").read_text()
+
+
+def test_hpcx_libraries_are_shared_objects_the_loader_cache_takes(tmp_path, repo_builder):
+    """The stand-in HPC-X libraries are ELF with a SONAME: glibc's ldconfig caches them, so the nccl
+    scenario can ask the loader where libnccl-net.so resolves."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for soname in ("libnccl-net.so", "libsharp_coll.so.5"):
+        (lib / soname).write_bytes(repo_builder.elf_shared_object(soname))
+    conf = tmp_path / "ld.so.conf"
+    conf.write_text(f"{lib}\n")
+    ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
+    subprocess.run([ldconfig, "-f", str(conf), "-C", str(tmp_path / "cache")], check=True, capture_output=True)
+    listed = subprocess.run(
+        [ldconfig, "-p", "-C", str(tmp_path / "cache")], check=True, capture_output=True, text=True
+    ).stdout
+    assert f"libnccl-net.so (libc6,x86-64) => {lib}/libnccl-net.so" in listed
+    assert f"libsharp_coll.so.5 (libc6,x86-64) => {lib}/libsharp_coll.so.5" in listed

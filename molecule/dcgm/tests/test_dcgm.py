@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 
 import pytest
 from hosts import name
@@ -188,7 +189,22 @@ def test_prometheus_scrapes_every_gpu(host):
     assert up[0]["value"][1] == str(sum(GPUS.values()))
 
 
-def test_grafana_dashboard_is_installed(host):
+def test_grafana_dashboard_plots_what_prometheus_has(host):
+    """Every panel's query must return series from the Prometheus the role set up: a metric the
+    exporters do not export, or a job label that is not the scrape job's, plots nothing."""
     monitor(host)
     dashboard = json.loads(host.file("/var/lib/grafana/dashboards/gpuops-dcgm-dashboard.json").content_string)
     assert dashboard["uid"] == "gpuops-dcgm"
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    assert exprs
+    deadline = time.monotonic() + 60
+    for expr in exprs:
+        # The dashboard's node variable matches every node here.
+        promql = expr.replace('=~"$node"', '=~".+"')
+        while True:
+            result = query(host, "query?query=" + urllib.parse.quote(promql))["result"]
+            if result or time.monotonic() > deadline:
+                break
+            time.sleep(3)
+        assert result, f"{expr} returns nothing"
+        assert {series["metric"]["node"] for series in result} == {"dcgm-h100", "dcgm-v100"}

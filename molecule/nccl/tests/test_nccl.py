@@ -79,9 +79,13 @@ def test_sharp_plugin_and_libraries_are_on_the_loader_path(host):
     lines = host.file("/etc/ld.so.conf.d/gpuops-hpcx-sharp.conf").content_string.splitlines()
     assert lines[1:] == ["/opt/hpcx/current/nccl_rdma_sharp_plugin/lib", "/opt/hpcx/current/sharp/lib"]
     assert host.file("/opt/hpcx/current/nccl_rdma_sharp_plugin/lib/libnccl-net.so").is_file
-    # ldconfig ran: its cache names the folder's files only when they are real libraries, so check
-    # that the cache is newer than the configuration.
-    assert host.file("/etc/ld.so.cache").mtime >= host.file("/etc/ld.so.conf.d/gpuops-hpcx-sharp.conf").mtime
+    # Ask the loader: its cache (ldconfig ran) resolves the plugin and SHARP's library into HPC-X.
+    cache = {}
+    for line in host.check_output("ldconfig -p").splitlines()[1:]:
+        soname, _sep, path = line.strip().partition(" => ")
+        cache.setdefault(soname.split(" (")[0], []).append(path)
+    assert [p for p in cache.get("libnccl-net.so", []) if p.endswith("/nccl_rdma_sharp_plugin/lib/libnccl-net.so")]
+    assert [p for p in cache.get("libsharp_coll.so.5", []) if p.startswith("/opt/hpcx/")]
 
 
 def test_ucx_uses_the_compute_ports(host):

@@ -102,6 +102,20 @@ def test_cgroup_conf(host):
         assert line in conf
 
 
+def test_device_isolation_is_off_here_and_slurm_says_so(host):
+    """ConstrainDevices works through Slurm's cgroup plugins, which need a writable cgroup tree. The
+    unprivileged test containers mount /sys/fs/cgroup read-only, so this scenario runs task/none and
+    proctrack/linuxproc and the cgroup.conf above is unused: GPU isolation between jobs cannot be
+    proven here. What can be: the running slurmctld took the plugins the scenario asked for."""
+    controller(host)
+    if "ro" not in host.check_output("findmnt -n -o OPTIONS /sys/fs/cgroup").split(","):
+        pytest.fail("/sys/fs/cgroup is writable here: run the cgroup plugins and test ConstrainDevices")
+    config = host.check_output("scontrol show config")
+    assert re.search(r"^TaskPlugin\s+= task/none$", config, re.M)
+    assert re.search(r"^ProctrackType\s+= proctrack/linuxproc$", config, re.M)
+    pytest.skip("device isolation: /sys/fs/cgroup is read-only in the test containers (see docstring)")
+
+
 def test_configless_node_has_no_local_copy(host):
     if name(host) != "slurm-h100":
         pytest.skip("the config-less node")

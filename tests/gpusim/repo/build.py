@@ -37,6 +37,7 @@ import hashlib
 import io
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
@@ -626,17 +627,42 @@ while True:
 """
 
 
+def elf_shared_object(soname: str) -> bytes:
+    """A minimal x86-64 ELF shared object: no code, only a dynamic section naming its SONAME. The
+    loader's cache (ldconfig) lists it under that name, so tests can ask the loader where a library
+    resolves; nothing can call into it."""
+    strtab = b"\0" + soname.encode() + b"\0"
+    phoff, phnum = 64, 2
+    str_off = phoff + 56 * phnum
+    sym_off = (str_off + len(strtab) + 7) & ~7
+    symtab = bytes(24)  # the null symbol
+    dyn_off = sym_off + len(symtab)
+    tags = [(14, 1), (5, str_off), (10, len(strtab)), (6, sym_off), (11, 24), (0, 0)]  # SONAME STRTAB STRSZ SYMTAB
+    dynamic = b"".join(struct.pack("<qQ", tag, value) for tag, value in tags)
+    size = dyn_off + len(dynamic)
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0, 0]) + bytes(7)  # 64-bit, little-endian, SysV
+    header = ident + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, phoff, 0, 0, 64, 56, phnum, 64, 0, 0)  # ET_DYN x86-64
+    load = struct.pack("<IIQQQQQQ", 1, 4, 0, 0, 0, size, size, 0x1000)  # PT_LOAD, R
+    dyn = struct.pack("<IIQQQQQQ", 2, 4, dyn_off, dyn_off, dyn_off, len(dynamic), len(dynamic), 8)  # PT_DYNAMIC
+    body = header + load + dyn + strtab
+    return body + bytes(sym_off - len(body)) + symtab + dynamic
+
+
 def hpcx_archive() -> bytes:
-    """An HPC-X tarball with the layout of NVIDIA's (sharp/, nccl_rdma_sharp_plugin/, ucx/)."""
+    """An HPC-X tarball with the layout of NVIDIA's (sharp/, nccl_rdma_sharp_plugin/, ucx/); its
+    libraries are ELF shared objects with their SONAMEs, which the loader's cache takes."""
     files = {
         "hpcx-init.sh": ('# HPC-X environment (gpusim stand-in)\nexport HPCX_DIR="$(dirname "$0")"\n', 0o644),
         "sharp/bin/sharp_am": (SHARP_AM.replace("@HPCX@", HPCX), 0o755),
-        "sharp/lib/libsharp_coll.so.5": ("gpusim stand-in libsharp_coll\n", 0o644),
-        "nccl_rdma_sharp_plugin/lib/libnccl-net.so": ("gpusim stand-in NCCL RDMA SHARP plugin\n", 0o644),
-        "ucx/lib/libucp.so.0": ("gpusim stand-in libucp\n", 0o644),
+        "sharp/lib/libsharp_coll.so.5": (elf_shared_object("libsharp_coll.so.5"), 0o755),
+        "nccl_rdma_sharp_plugin/lib/libnccl-net.so": (elf_shared_object("libnccl-net.so"), 0o755),
+        "ucx/lib/libucp.so.0": (elf_shared_object("libucp.so.0"), 0o755),
         "VERSION": (f"HPC-X v{HPCX}\n", 0o644),
     }
-    entries = {f"{HPCX_NAME}/{path}": (text.encode(), mode) for path, (text, mode) in files.items()}
+    entries = {
+        f"{HPCX_NAME}/{path}": (data if isinstance(data, bytes) else data.encode(), mode)
+        for path, (data, mode) in files.items()
+    }
     return bz2.compress(_tar(entries, prefix=""))
 
 
