@@ -10,7 +10,7 @@ import time
 import urllib.parse
 
 import pytest
-from hosts import name
+from hosts import management_address, name
 
 DCGM = "1:4.4.1-1"
 CUDA_PACKAGE = {"dcgm-h100": "datacenter-gpu-manager-4-cuda13", "dcgm-v100": "datacenter-gpu-manager-4-cuda12"}
@@ -45,14 +45,6 @@ def test_hostengine_listens_on_localhost_only_and_sees_every_gpu(host):
     assert "--bind-interface 127.0.0.1 --port 5555" in dropin
     out = host.check_output("dcgmi discovery -l")
     assert out.splitlines()[0] == f"{GPUS[name(host)]} GPUs found."
-
-
-def management_address(host):
-    """The source address of the node's default route (ansible_facts.default_ipv4.address)."""
-    return host.check_output(
-        'python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); '
-        "s.connect(('192.0.2.1', 9)); print(s.getsockname()[0])\""
-    )
 
 
 def test_exporter_serves_every_gpu_on_its_configured_address(host):

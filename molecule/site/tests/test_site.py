@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpuops.cluster.plugins.module_utils import hostlist, slurm
-from hosts import name
+from hosts import management_address, name
 from slurm_checks import accounted_gpu_job, assert_idle_with_gres
 
 HEAD = "demo-head"
@@ -96,7 +96,8 @@ def test_container_toolkit_and_cdi_spec(host):
 def test_dcgm_exporter_serves_every_gpu(host):
     gpu_node(host)
     assert host.service("nvidia-dcgm").is_running
-    metrics = host.check_output("curl -fsS http://127.0.0.1:9400/metrics")
+    # On the node's management address (the default), where the head's Prometheus scrapes it.
+    metrics = host.check_output(f"curl -fsS http://{management_address(host)}:9400/metrics")
     temps = [line for line in metrics.splitlines() if line.startswith("DCGM_FI_DEV_GPU_TEMP{")]
     assert len(temps) == GPUS[name(host)]
 
