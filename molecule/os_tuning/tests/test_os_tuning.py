@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 SYSCTL = {
@@ -33,9 +35,13 @@ def test_sysctl_file_holds_every_value_once(host):
 
 
 def test_every_setting_names_a_kernel_parameter(host):
-    """A misspelt name would be skipped with a warning at boot: each one must exist on this kernel."""
+    """A misspelt name would be skipped with a warning at boot: each one must exist on this kernel.
+    A container's network namespace hides the kernel-wide net.core settings (netdev_max_backlog);
+    the test containers share the kernel of the machine running this test, which shows them."""
+    container = host.file("/.dockerenv").exists or host.file("/run/.containerenv").exists
     for key in SYSCTL:
-        assert host.file("/proc/sys/" + key.replace(".", "/")).exists, key
+        path = "/proc/sys/" + key.replace(".", "/")
+        assert host.file(path).exists or (container and key.startswith("net.") and Path(path).exists()), key
 
 
 def test_the_kernel_took_the_values_where_it_can(host):
