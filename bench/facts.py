@@ -71,6 +71,12 @@ HOSTILE = {
     "apt-cache policy: 200k blank lines": (host.apt_candidate, "\n" * 200000),
     "hostlist_expand: n[1-100000]": (hostlist.hostlist_expand, "n[1-100000]"),
     "hostlist_expand: a[1-1000]b[1-1000] (refused)": (hostlist.hostlist_expand, "a[1-1000]b[1-1000]"),
+    "mig -lgip: a row of 50k 'MIG ' words": (nvidia_smi.parse_mig_profiles, "|   0 " + "MIG " * 50000 + "|"),
+    "mig -lgi: a 100k-digit placement": (nvidia_smi.parse_mig_instances, "|  0  MIG a  1  2  " + "1" * 100000 + ":"),
+    "mig -lgipp: 50k starts in the braces": (
+        nvidia_smi.parse_mig_placements,
+        "GPU 0 Profile ID 1 Placements: {" + "0," * 50000 + "}:",
+    ),
     "ibstatus: 50k words before a colon": (
         ibstat.parse_ibstatus,
         "Infiniband device 'a' port 1 status:\n" + "a " * 50000 + ":x",

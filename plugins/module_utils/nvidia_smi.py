@@ -486,3 +486,114 @@ def parse_compute_apps(text):
             }
         )
     return out
+
+
+# --- nvidia-smi mig -lgip / -lgi / -lgipp: MIG profiles, GPU instances, placements ---------------
+MIG_PROFILES_COMMAND = "nvidia-smi mig -lgip"
+MIG_INSTANCES_COMMAND = "nvidia-smi mig -lgi"
+MIG_PLACEMENTS_COMMAND = "nvidia-smi mig -lgipp"
+# The whole answer when there is nothing to list: no MIG-capable or MIG-enabled GPU, no instance.
+_MIG_NOTHING = re.compile(r"No (MIG-enabled devices|MIG-capable devices|GPU instances) found\b.*")
+# A table row: "|   0  MIG 1g.10gb+me      20     1/1        9.75       No     16     1     0   |".
+_MIG_PROFILE_ROW = re.compile(r"(\d+) +MIG +(\S+) +(\d+) +(\d+)/(\d+) +(\d+(?:\.\d+)?) ")
+_MIG_INSTANCE_ROW = re.compile(r"(\d+) +MIG +(\S+) +(\d+) +(\d+) +(\d+):(\d+)")
+_MIG_PLACEMENT_LINE = re.compile(r"GPU +(\d+) +Profile ID +(\d+) +Placements? *: *\{([0-9,]*)\}:(\d+)")
+
+
+def _mig_rows(text, command):
+    """(number, row) for each table row that starts with a GPU index; [] for "nothing found"."""
+    rows = []
+    for number, line in enumerate(text_lines(text, command), 1):
+        body = line.strip()
+        if not body or _MIG_NOTHING.fullmatch(body):
+            continue
+        if body.startswith("+") or body.startswith("|="):
+            continue
+        if not body.startswith("|"):
+            raise ParseError("expected a table row, a border or 'No ... found'", command, number, line)
+        cell = body.strip("|").strip()
+        if not (cell[:1].isascii() and cell[:1].isdigit()):
+            continue  # a title or a column header
+        if all(part.isascii() and part.isdigit() for part in cell.split()):
+            continue  # a row's second line (CE, JPEG, OFA)
+        rows.append((number, line, cell))
+    return rows
+
+
+def parse_mig_profiles(text):
+    """Parse ``nvidia-smi mig -lgip``: one dict per GPU instance profile and GPU.
+
+    ``{"gpu", "name" ("1g.10gb", "+me" kept), "id", "free", "total", "memory_gib"}``; the second
+    line of each row (CE, JPEG, OFA) is not kept. ``[]`` when no GPU can do MIG.
+    """
+    out = []
+    for number, line, cell in _mig_rows(text, MIG_PROFILES_COMMAND):
+        match = _MIG_PROFILE_ROW.match(cell + " ")
+        if not match:
+            raise ParseError("expected GPU, MIG name, ID, free/total and GiB", MIG_PROFILES_COMMAND, number, line)
+        gpu, name, profile_id, free, total, memory = match.groups()
+        out.append(
+            {
+                "gpu": int(gpu),
+                "name": name,
+                "id": int(profile_id),
+                "free": int(free),
+                "total": int(total),
+                "memory_gib": float(memory),
+            }
+        )
+    return out
+
+
+def parse_mig_instances(text):
+    """Parse ``nvidia-smi mig -lgi``: one dict per GPU instance.
+
+    ``{"gpu", "name", "profile_id", "instance_id", "placement": {"start", "size"}}``; ``[]`` for
+    "No GPU instances found" and for "No MIG-enabled devices found".
+    """
+    out = []
+    for number, line, cell in _mig_rows(text, MIG_INSTANCES_COMMAND):
+        match = _MIG_INSTANCE_ROW.match(cell)
+        if not match:
+            raise ParseError(
+                "expected GPU, MIG name, profile ID, instance ID and start:size", MIG_INSTANCES_COMMAND, number, line
+            )
+        gpu, name, profile_id, instance_id, start, size = match.groups()
+        out.append(
+            {
+                "gpu": int(gpu),
+                "name": name,
+                "profile_id": int(profile_id),
+                "instance_id": int(instance_id),
+                "placement": {"start": int(start), "size": int(size)},
+            }
+        )
+    return out
+
+
+def parse_mig_placements(text):
+    """Parse ``nvidia-smi mig -lgipp``: ``{"gpu", "profile_id", "starts": [...], "size"}`` per line.
+
+    Each start is a memory slice where an instance of the profile can begin, and ``size`` the
+    slices it takes; the slice budget and the legal layouts of a GPU follow from them.
+    """
+    out = []
+    for number, line in enumerate(text_lines(text, MIG_PLACEMENTS_COMMAND), 1):
+        body = line.strip()
+        if not body or _MIG_NOTHING.fullmatch(body):
+            continue
+        match = _MIG_PLACEMENT_LINE.fullmatch(body)
+        if not match:
+            raise ParseError(
+                "expected 'GPU N Profile ID P Placements: {s,...}:size'", MIG_PLACEMENTS_COMMAND, number, line
+            )
+        gpu, profile_id, starts, size = match.groups()
+        out.append(
+            {
+                "gpu": int(gpu),
+                "profile_id": int(profile_id),
+                "starts": [int(s) for s in starts.split(",") if s],
+                "size": int(size),
+            }
+        )
+    return out

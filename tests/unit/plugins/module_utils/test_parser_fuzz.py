@@ -26,11 +26,16 @@ PARSERS = {
     "ibv_devinfo": (ibstat.parse_ibv_devinfo, None),
     "ibstatus": (ibstat.parse_ibstatus, None),
     "compute_apps": (nvidia_smi.parse_compute_apps, None),
+    "mig": (nvidia_smi.parse_mig_profiles, None),
+    "mig_instances": (nvidia_smi.parse_mig_instances, None),
+    "mig_placements": (nvidia_smi.parse_mig_placements, None),
 }
 
 
 def corpus(kind):
-    texts = [path.read_text() for path in fixtures(kind)]
+    # The MIG captures share one folder; each parser is fuzzed on all of them (the others' tables
+    # are hostile input to it).
+    texts = [path.read_text() for path in fixtures("mig" if kind.startswith("mig") else kind)]
     if PARSERS[kind][1]:
         texts += [(GPUSIM / "profiles" / name / PARSERS[kind][1]).read_text() for name in PROFILE_NAMES]
     return texts

@@ -460,3 +460,61 @@ def test_compute_apps_one_row_per_process_and_gpu_and_names_with_commas():
     with pytest.raises(ParseError) as error:
         nvidia_smi.parse_compute_apps("²42, GPU-x, 1 MiB, a\n")
     assert "nvidia-smi --query-compute-apps" in str(error.value) and "line 1" in str(error.value)
+
+
+# --- MIG (DESIGN "MIG parsers") -------------------------------------------------------------------
+def test_mig_profiles_h100_device_capture_and_a30_me_variants():
+    h100 = nvidia_smi.parse_mig_profiles(fixture("mig", "h100_80gb_lgip_7_profiles_mig_disabled_device_capture.txt"))
+    assert [(p["name"], p["id"], p["total"]) for p in h100] == [
+        ("1g.10gb", 19, 7),
+        ("1g.10gb+me", 20, 1),
+        ("1g.20gb", 15, 4),
+        ("2g.20gb", 14, 3),
+        ("3g.40gb", 9, 2),
+        ("4g.40gb", 5, 1),
+        ("7g.80gb", 0, 1),
+    ]
+    assert h100[-1] == {"gpu": 0, "name": "7g.80gb", "id": 0, "free": 1, "total": 1, "memory_gib": 79.25}
+    a30 = nvidia_smi.parse_mig_profiles(fixture("mig", "a30_lgip_5_profiles_with_me_variants.txt"))
+    assert [p["name"] for p in a30] == ["1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb"]
+    assert nvidia_smi.parse_mig_profiles("No MIG-capable devices found.\n") == []
+
+
+def test_mig_instances_and_the_real_nothing_found_answers():
+    rows = nvidia_smi.parse_mig_instances(fixture("mig", "a30_lgi_3_instances_1g_1g_2g.txt"))
+    assert rows == [
+        {"gpu": 0, "name": "1g.6gb", "profile_id": 14, "instance_id": 3, "placement": {"start": 0, "size": 1}},
+        {"gpu": 0, "name": "1g.6gb", "profile_id": 14, "instance_id": 4, "placement": {"start": 1, "size": 1}},
+        {"gpu": 0, "name": "2g.12gb", "profile_id": 5, "instance_id": 2, "placement": {"start": 2, "size": 2}},
+    ]
+    assert nvidia_smi.parse_mig_instances(fixture("mig", "a30_lgi_no_instances_not_found.txt")) == []
+    disabled = fixture("mig", "h100_lgi_mig_disabled_no_mig_enabled_devices_device_capture.txt")
+    assert nvidia_smi.parse_mig_instances(disabled) == []
+
+
+def test_mig_placements_h100_device_capture():
+    rows = nvidia_smi.parse_mig_placements(fixture("mig", "h100_80gb_lgipp_placements_device_capture.txt"))
+    assert {r["profile_id"]: (r["starts"], r["size"]) for r in rows} == {
+        19: ([0, 1, 2, 3, 4, 5, 6], 1),
+        20: ([0, 1, 2, 3, 4, 5, 6], 1),
+        15: ([0, 2, 4, 6], 2),
+        14: ([0, 2, 4], 2),
+        9: ([0, 4], 4),
+        5: ([0], 4),
+        0: ([0], 8),
+    }
+
+
+@pytest.mark.parametrize(
+    ("parser", "text", "command"),
+    [
+        (nvidia_smi.parse_mig_profiles, "|   0  MIG 1g.10gb  19  7/x  9.75  No  16  1  0  |\n", "nvidia-smi mig -lgip"),
+        (nvidia_smi.parse_mig_instances, "|   0  MIG 1g.6gb  14  3  0-1  |\n", "nvidia-smi mig -lgi"),
+        (nvidia_smi.parse_mig_instances, "Failed to list GPU instances\n", "nvidia-smi mig -lgi"),
+        (nvidia_smi.parse_mig_placements, "GPU  0 Profile ID 19 Placements: 0,1:1\n", "nvidia-smi mig -lgipp"),
+    ],
+)
+def test_mig_refusals_name_the_command_and_the_line(parser, text, command):
+    with pytest.raises(ParseError) as error:
+        parser(text)
+    assert command in str(error.value) and "line 1" in str(error.value)
