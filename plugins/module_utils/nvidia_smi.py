@@ -585,7 +585,7 @@ def parse_mig_placements(text):
         match = _MIG_PLACEMENT_LINE.fullmatch(body)
         if not match:
             raise ParseError(
-                "expected 'GPU N Profile ID P Placements: {s,...}:size'", MIG_PLACEMENTS_COMMAND, number, line
+                "expected 'GPU N Profile ID P Placements: (starts in braces):size'", MIG_PLACEMENTS_COMMAND, number, line
             )
         gpu, profile_id, starts, size = match.groups()
         out.append(
