@@ -584,9 +584,8 @@ def parse_mig_placements(text):
             continue
         match = _MIG_PLACEMENT_LINE.fullmatch(body)
         if not match:
-            raise ParseError(
-                "expected 'GPU N Profile ID P Placements: (starts in braces):size'", MIG_PLACEMENTS_COMMAND, number, line
-            )
+            expected = "expected 'GPU N Profile ID P Placements: (starts in braces):size'"
+            raise ParseError(expected, MIG_PLACEMENTS_COMMAND, number, line)
         gpu, profile_id, starts, size = match.groups()
         out.append(
             {

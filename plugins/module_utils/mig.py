@@ -1,0 +1,262 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""MIG layouts: each GPU model's profiles and placements, and whether a layout fits a GPU.
+
+A layout is ``{profile: count}``, the ``mig-devices`` of an nvidia-mig-parted config. It fits when
+every profile exists on the GPU, no profile is asked for more often than the GPU offers it, the
+compute slices add up to at most the GPU's, and every instance gets a placement (a start slice
+from the profile's placements) without overlapping another. That is how the driver places GPU
+instances: ``nvidia-smi mig -lgipp`` lists the placements, and the captures of it on an H100
+(tests/unit/fixtures/mig) are the ones below.
+
+The tables: NVIDIA's MIG User Guide, "Supported GPUs" and "Supported MIG Profiles"
+(https://docs.nvidia.com/datacenter/tesla/mig-user-guide/), with the PCI device ids of
+nvidia-mig-parted v0.15.0 ``deployments/systemd/config-default.yaml``; collected in
+shared/facts/k8s_mig_validation.md section 2.5. Where a node can answer, its own ``mig -lgip``
+and ``-lgipp`` (``from_smi``) are used instead of the table.
+"""
+
+from __future__ import annotations
+
+import re
+
+# "[<c>c.]<g>g.<mem>gb[+me|+gfx|-me|+me.all]" (mig-parted's profile grammar).
+PROFILE = re.compile(r"(?:(\d)c\.)?(\d)g\.(\d{1,4})gb(\+me\.all|\+me|\+gfx|-me)?")
+
+# Placements by shape: (start slices, slices taken). Seven-compute GPUs have eight memory slices
+# (H100 80GB, nvidia-smi mig -lgipp: 1g.10gb {0..6}:1, 1g.20gb {0,2,4,6}:2, 2g.20gb {0,2,4}:2,
+# 3g.40gb {0,4}:4, 4g.40gb {0}:4, 7g.80gb {0}:8); four-compute GPUs four (A30, RTX PRO 6000).
+SHAPES_7 = {
+    "1g": ((0, 1, 2, 3, 4, 5, 6), 1),
+    "1g-double": ((0, 2, 4, 6), 2),
+    "2g": ((0, 2, 4), 2),
+    "3g": ((0, 4), 4),
+    "4g": ((0,), 4),
+    "7g": ((0,), 8),
+}
+SHAPES_4 = {"1g": ((0, 1, 2, 3), 1), "2g": ((0, 2), 2), "4g": ((0,), 4)}
+
+
+def _seven(small, double, half, full, *, media=True, double_media=False):
+    """The profiles of a seven-compute GPU from its memory sizes (GB): 1g, 1g with twice the
+    memory, 2g, 3g and 4g with half, 7g with all of it; 1g+me (and the larger 1g+me) where the
+    GPU has them."""
+    profiles = {
+        f"1g.{small}gb": "1g",
+        f"1g.{double}gb": "1g-double",
+        f"2g.{double}gb": "2g",
+        f"3g.{half}gb": "3g",
+        f"4g.{half}gb": "4g",
+        f"7g.{full}gb": "7g",
+    }
+    if media:
+        profiles[f"1g.{small}gb+me"] = "1g"
+    if double_media:
+        profiles[f"1g.{double}gb+me"] = "1g-double"
+    return profiles
+
+
+# model -> (PCI device ids, compute slices, {profile: shape}). +me variants: one per GPU.
+MODELS = {
+    "A30-24GB": (
+        ("0x20B7",),
+        4,
+        {"1g.6gb": "1g", "1g.6gb+me": "1g", "2g.12gb": "2g", "2g.12gb+me": "2g", "4g.24gb": "4g"},
+    ),
+    "A100-40GB": (("0x20B0", "0x20B1", "0x20F1", "0x20F6"), 7, _seven(5, 10, 20, 40)),
+    "A100-80GB / H100-80GB": (
+        ("0x2330", "0x2331", "0x2322", "0x20B2", "0x20B5", "0x20F3", "0x20F5", "0x2324"),
+        7,
+        _seven(10, 20, 40, 80),
+    ),
+    # mig-parted ships 1g.12gb+me and 1g.24gb+me layouts for "H100 NVL, H800 NVL, GH200".
+    "H100 NVL": (("0x2321", "0x233A"), 7, _seven(12, 24, 47, 94, double_media=True)),
+    "H100-96GB / GH200 96GB / H20": (
+        ("0x2342", "0x233D", "0x20B6", "0x2329"),
+        7,
+        _seven(12, 24, 48, 96, double_media=True),
+    ),
+    "H200 141GB / H200 NVL": (("0x2335", "0x233B"), 7, _seven(18, 35, 71, 141)),
+    "GH200 144GB HBM3e": (("0x2348",), 7, _seven(18, 36, 72, 144, media=False)),
+    "B200": (("0x2901",), 7, _seven(23, 45, 90, 180)),
+    "GB200": (("0x2941",), 7, _seven(23, 47, 93, 186)),
+    "B300": (("0x3182",), 7, _seven(34, 67, 135, 269)),
+    "GB300": (("0x31C2",), 7, _seven(35, 70, 139, 278)),
+    # Graphics (+gfx), no media engines (-me) and all of them (+me.all) are variants of each size.
+    "RTX PRO 6000 Blackwell": (
+        ("0x2BB5",),
+        4,
+        {
+            f"{size}{variant}": size.split(".", maxsplit=1)[0]
+            for size in ("1g.24gb", "2g.48gb", "4g.96gb")
+            for variant in ("", "+gfx", "-me", "+me.all")
+            if not (size == "4g.96gb" and variant in ("-me", "+me.all"))
+        },
+    ),
+}
+
+
+class GpuProfiles:
+    """One GPU's MIG profiles: ``{name: (starts, size, most)}`` and its compute slices."""
+
+    def __init__(self, model, compute, profiles):
+        self.model = model
+        self.compute = compute
+        self.profiles = profiles
+
+    def compute_of(self, name):
+        return int(PROFILE.fullmatch(name).group(2))
+
+
+def _device_id(value):
+    """'0x2330', '0x233010DE', '2330' or 9008 -> '0x2330'; None when it is no PCI device id."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"0x{value & 0xFFFF:04X}"
+    text = str(value or "").strip().upper().removeprefix("0X")
+    if len(text) == 8 and text.endswith("10DE"):
+        text = text[:4]
+    return f"0x{text}" if re.fullmatch(r"[0-9A-F]{4}", text) else None
+
+
+def for_device(device_id):
+    """The table's profiles of the GPU with this PCI device id, or None when it has no MIG."""
+    wanted = _device_id(device_id)
+    for model, (ids, compute, profiles) in MODELS.items():
+        if wanted in ids:
+            shapes = SHAPES_4 if compute == 4 else SHAPES_7
+            table = {}
+            for name, shape in profiles.items():
+                starts, size = shapes[shape]
+                table[name] = (starts, size, 1 if "+me" in name else len(starts))
+            return GpuProfiles(model, compute, table)
+    return None
+
+
+def from_smi(model, profiles, placements):
+    """A GPU's own profiles from ``parse_mig_profiles`` and ``parse_mig_placements`` of one GPU."""
+    by_id = {p["profile_id"]: p for p in placements}
+    table = {}
+    compute = 0
+    for row in profiles:
+        place = by_id.get(row["id"])
+        if place is None or not PROFILE.fullmatch(row["name"]):
+            continue
+        table[row["name"]] = (tuple(place["starts"]), place["size"], row["total"])
+        compute = max(compute, int(PROFILE.fullmatch(row["name"]).group(2)))
+    return GpuProfiles(model, compute, table)
+
+
+def place(gpu, layout):
+    """A placement ``[(profile, start, size), ...]`` for every instance of ``layout``, or None."""
+    instances = sorted(
+        (name for name, count in layout.items() for _instance in range(count)),
+        key=lambda name: (-gpu.profiles[name][1], len(gpu.profiles[name][0]), name),
+    )
+    taken = []
+
+    def free(start, size):
+        return all(start + size <= s or s + z <= start for _n, s, z in taken)
+
+    def search(index):
+        if index == len(instances):
+            return True
+        name = instances[index]
+        starts, size, _most = gpu.profiles[name]
+        for start in starts:
+            if free(start, size):
+                taken.append((name, start, size))
+                if search(index + 1):
+                    return True
+                taken.pop()
+        return False
+
+    return list(taken) if search(0) else None
+
+
+def problems(gpu, layout):
+    """Why ``layout`` does not fit ``gpu``: a list of sentences, empty when it fits."""
+    out = []
+    if not isinstance(layout, dict) or not layout:
+        return ["the layout must name at least one profile with its count, such as {'1g.10gb': 7}"]
+    for name, count in layout.items():
+        if not PROFILE.fullmatch(str(name)):
+            out.append(f"{name!r} is not a MIG profile name (<g>g.<memory>gb, such as 1g.10gb)")
+        elif name not in gpu.profiles:
+            out.append(f"{gpu.model} has no profile {name}")
+        elif not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            out.append(f"{name}: the count must be a whole number from 1 (got {count!r})")
+        elif count > gpu.profiles[name][2]:
+            out.append(f"{gpu.model} holds at most {gpu.profiles[name][2]} x {name} (asked for {count})")
+    if out:
+        return out
+    media = sum(count for name, count in layout.items() if "+me" in name)
+    if media > 1:
+        out.append(f"{gpu.model} has one set of media engines: at most one +me instance (asked for {media})")
+    compute = sum(gpu.compute_of(name) * count for name, count in layout.items())
+    if compute > gpu.compute:
+        out.append(f"the layout takes {compute} compute slices; {gpu.model} has {gpu.compute}")
+    if not out and place(gpu, layout) is None:
+        out.append(f"the instances do not fit side by side in {gpu.model}'s memory slices")
+    return out
+
+
+def nearest(gpu, layout, most=3):
+    """Valid layouts close to ``layout``: the layout less one instance, where that fits; each asked
+    profile cut to what fits, or, for a profile the GPU lacks, the same compute size with this
+    GPU's memory; then the largest single profile that fits as often as asked."""
+    candidates = []
+    known = isinstance(layout, dict) and all(
+        name in gpu.profiles and isinstance(count, int) and not isinstance(count, bool) and count > 0
+        for name, count in layout.items()
+    )
+    if known and sum(layout.values()) > 1:
+        for name in sorted(layout, key=lambda n: (gpu.compute_of(n), n)):
+            less = {n: c - (n == name) for n, c in layout.items() if c - (n == name) > 0}
+            if not problems(gpu, less):
+                candidates.append(less)
+    for name, asked in layout.items():
+        match = PROFILE.fullmatch(str(name))
+        count = asked if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else 1
+        same_g = [p for p in gpu.profiles if match and "+" not in p and gpu.compute_of(p) == int(match.group(2))]
+        for option in ([name] if name in gpu.profiles else []) + sorted(same_g):
+            for n in range(min(count, gpu.profiles[option][2]), 0, -1):
+                if not problems(gpu, {option: n}):
+                    candidates.append({option: n})
+                    break
+        total = sum(c for c in layout.values() if isinstance(c, int) and not isinstance(c, bool) and c > 0)
+        fitting = [p for p in gpu.profiles if "+" not in p and not problems(gpu, {p: total})]
+        if fitting:
+            largest = max(fitting, key=lambda p: (gpu.compute_of(p), _memory(p)))
+            candidates.append({largest: total})
+    out = []
+    for candidate in candidates:
+        if candidate not in out and candidate != layout:
+            out.append(candidate)
+    return out[:most]
+
+
+def _memory(name):
+    return int(PROFILE.fullmatch(name).group(3))
+
+
+def describe(layout):
+    """{'1g.10gb': 7} -> '1g.10gb x 7'."""
+    return " + ".join(f"{name} x {count}" for name, count in layout.items())
+
+
+def refusal(gpu, layout, variable):
+    """One message for an impossible layout: the variable, the GPU, why, what fits, what is near."""
+    found = problems(gpu, layout)
+    if not found:
+        return None
+    offered = ", ".join(f"{name} (up to {most})" for name, (_s, _z, most) in gpu.profiles.items())
+    near = nearest(gpu, layout)
+    shown = describe(layout) if isinstance(layout, dict) and layout else repr(layout)
+    text = (
+        f"{variable}: {shown} does not fit a {gpu.model}: "
+        + "; ".join(found)
+        + f". It offers {offered}, at most {gpu.compute} compute slices in all."
+    )
+    if near:
+        text += " Nearest layouts that fit: " + "; ".join(describe(n) for n in near) + "."
+    return text

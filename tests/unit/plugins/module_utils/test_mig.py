@@ -1,0 +1,124 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""MIG layouts against each GPU's profiles: NVIDIA's shipped layouts all fit, impossible ones are
+refused with the reason, what the GPU offers and the nearest layouts that fit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.gpuops.cluster.plugins.module_utils import mig, nvidia_smi
+from conftest import fixture
+
+UPSTREAM = Path(__file__).resolve().parents[2] / "fixtures" / "upstream" / "mig-parted-v0.15.0-config-default.yaml"
+H100 = "0x2330"
+# Layouts NVIDIA ships for a GPU the profile table (shared/facts section 2.5) does not name: a
+# Blackwell part with 189 GB, whose PCI id no source here gives. Refused until one does.
+UNKNOWN_GPU = {
+    "all-3g.95gb": "3g.95gb: a 189 GB GPU that the sources here do not identify",
+    "all-4g.95gb": "4g.95gb: a 189 GB GPU that the sources here do not identify",
+    "all-7g.189gb": "7g.189gb: a 189 GB GPU that the sources here do not identify",
+}
+
+
+def shipped_layouts():
+    """(config name, device ids or None, mig-devices) of every MIG-enabled entry NVIDIA ships."""
+    configs = yaml.safe_load(UPSTREAM.read_text())["mig-configs"]
+    out = []
+    for name, entries in configs.items():
+        for entry in entries:
+            if entry.get("mig-enabled") and entry.get("mig-devices"):
+                ids = entry.get("device-filter")
+                ids = [ids] if isinstance(ids, str) else ids
+                out.append((name, ids, entry["mig-devices"]))
+    return out
+
+
+@pytest.mark.parametrize(("name", "ids", "layout"), shipped_layouts(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_layout_nvidia_ships_fits_the_gpus_it_is_for(name, ids, layout):
+    if ids:
+        gpus = [mig.for_device(i) for i in ids]
+        assert all(gpus), f"{name}: a device id the table does not know: {ids}"
+    else:
+        # No filter: for every GPU that has all of its profiles.
+        gpus = [
+            g for g in (mig.for_device(ids[0]) for ids, _c, _p in mig.MODELS.values()) if set(layout) <= set(g.profiles)
+        ]
+        if name in UNKNOWN_GPU:
+            assert not gpus, f"{name} fits a GPU of the table now: take it off UNKNOWN_GPU"
+            pytest.skip(f"{name}: {UNKNOWN_GPU[name]}")
+        assert gpus, f"{name}: no GPU in the table has {sorted(layout)}"
+    for gpu in gpus:
+        assert mig.problems(gpu, layout) == [], (name, gpu.model)
+        assert len(mig.place(gpu, layout)) == sum(layout.values())
+
+
+def test_the_h100_table_is_what_the_h100_reports():
+    """The table's H100 80GB profiles and placements equal a real H100's -lgip and -lgipp."""
+    profiles = nvidia_smi.parse_mig_profiles(
+        fixture("mig", "h100_80gb_lgip_7_profiles_mig_disabled_device_capture.txt")
+    )
+    placements = nvidia_smi.parse_mig_placements(fixture("mig", "h100_80gb_lgipp_placements_device_capture.txt"))
+    own = mig.from_smi("NVIDIA H100 80GB HBM3", profiles, placements)
+    table = mig.for_device(H100)
+    assert own.profiles == table.profiles
+    assert own.compute == table.compute == 7
+
+
+def test_the_tutorial_layout_is_refused_with_what_fits():
+    """'7g.40gb x 7 on an H100 80GB': 7g is the whole GPU, once, and it is 7g.80gb there."""
+    gpu = mig.for_device("0x233010DE")
+    message = mig.refusal(gpu, {"7g.40gb": 7}, "mig_layout")
+    assert message.startswith("mig_layout: 7g.40gb x 7 does not fit a A100-80GB / H100-80GB: ")
+    assert "has no profile 7g.40gb" in message
+    assert "7g.80gb (up to 1)" in message and "at most 7 compute slices" in message
+    assert "Nearest layouts that fit: 7g.80gb x 1; 1g.10gb x 7." in message
+
+
+@pytest.mark.parametrize(
+    ("layout", "reason"),
+    [
+        ({"1g.10gb": 8}, "holds at most 7 x 1g.10gb"),
+        ({"3g.40gb": 2, "1g.10gb": 1}, "do not fit side by side"),
+        ({"4g.40gb": 1, "3g.40gb": 1, "1g.10gb": 1}, "takes 8 compute slices; A100-80GB / H100-80GB has 7"),
+        ({"3g.40gb": 1, "4g.40gb": 1, "1g.10gb+me": 1}, "takes 8 compute slices"),
+        ({"1g.10gb+me": 1, "1g.10gb": 7}, "takes 8 compute slices"),
+        ({"1g.10gb": 0}, "the count must be a whole number from 1"),
+        ({"10gb": 1}, "is not a MIG profile name"),
+        ({}, "at least one profile"),
+    ],
+)
+def test_impossible_layouts_on_an_h100(layout, reason):
+    found = mig.problems(mig.for_device(H100), layout)
+    assert any(reason in p for p in found), found
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"4g.40gb": 1, "3g.40gb": 1},
+        {"2g.20gb": 3, "1g.10gb": 1},
+        {"1g.20gb": 4},
+        {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2},
+        {"1g.10gb+me": 1, "1g.10gb": 6},
+        {"7g.80gb": 1},
+    ],
+)
+def test_layouts_that_fit_an_h100(layout):
+    assert mig.problems(mig.for_device(H100), layout) == []
+
+
+def test_every_profile_fits_alone_as_often_as_the_gpu_offers_it():
+    for ids, _compute, _profiles in mig.MODELS.values():
+        gpu = mig.for_device(ids[0])
+        for name, (_starts, _size, most) in gpu.profiles.items():
+            assert mig.problems(gpu, {name: most}) == [], (gpu.model, name)
+            assert mig.problems(gpu, {name: most + 1}), (gpu.model, name)
+
+
+def test_device_ids_in_every_spelling_and_gpus_without_mig():
+    assert mig.for_device("0x233010DE").model == mig.for_device(0x2330).model == mig.for_device("2330").model
+    assert mig.for_device("0x26B9") is None  # L40S: no MIG
+    assert mig.for_device("garbage") is None
