@@ -19,6 +19,8 @@ description:
   - An action that runs on the controller only; it never connects to the host and changes nothing.
 author:
   - gpuops.cluster maintainers (@gpuops-cluster)
+extends_documentation_fragment:
+  - gpuops.cluster.readonly
 options:
   role:
     description: The role the rules belong to; messages start with it.
@@ -46,18 +48,6 @@ options:
     type: list
     elements: dict
     default: []
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-    details: Only evaluates; it behaves the same in check mode.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 seealso:
   - module: ansible.builtin.assert
 """
