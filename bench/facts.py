@@ -73,6 +73,10 @@ HOSTILE = {
     "hostlist_expand: a[1-1000]b[1-1000] (refused)": (hostlist.hostlist_expand, "a[1-1000]b[1-1000]"),
     "mig -lgip: a row of 50k 'MIG ' words": (nvidia_smi.parse_mig_profiles, "|   0 " + "MIG " * 50000 + "|"),
     "mig -lgi: a 100k-digit placement": (nvidia_smi.parse_mig_instances, "|  0  MIG a  1  2  " + "1" * 100000 + ":"),
+    "mig -lci: 50k numbers before the MIG word": (
+        nvidia_smi.parse_mig_compute_instances,
+        "|  0  " + "1 " * 50000 + "MIG a  1  2  " + "1" * 1000 + ":x |",
+    ),
     "mig -lgipp: 50k starts in the braces": (
         nvidia_smi.parse_mig_placements,
         "GPU 0 Profile ID 1 Placements: {" + "0," * 50000 + "}:",

@@ -67,6 +67,7 @@ def _from_query(gpu, pci_by_bus):
         "minor_number": gpu["minor_number"],
         "memory_total_mib": gpu["memory_total_mib"],
         "mig_mode": gpu["mig_mode"],
+        "mig_mode_pending": gpu["mig_mode_pending"],
         "mig_devices": gpu["mig_devices"],
         "virtualization_mode": gpu["virtualization_mode"],
         "persistence_mode": gpu["persistence_mode"],
@@ -89,6 +90,7 @@ def _from_pci(index, device):
         "minor_number": None,
         "memory_total_mib": None,
         "mig_mode": None,
+        "mig_mode_pending": None,
         "mig_devices": 0,
         "virtualization_mode": None,
         "persistence_mode": None,
@@ -101,12 +103,49 @@ def _from_pci(index, device):
     }
 
 
-def build_gpu_facts(pci, query=None, topology=None, read_sysfs=None, nvidia_smi_error=None):
+def _mig_facts(gpu, mig):
+    """A GPU's MIG profiles (``mig -lgip``) and its GPU instances (``-lgi``) each with its compute
+    instances (``-lci``); None where the command was not run or did not answer."""
+    index = gpu["index"]
+    profiles = mig.get("profiles")
+    gpu["mig_profiles"] = (
+        None
+        if profiles is None
+        else [
+            {key: row[key] for key in ("name", "id", "free", "total", "memory_gib")}
+            for row in profiles
+            if row["gpu"] == index
+        ]
+    )
+    instances, compute = mig.get("instances"), mig.get("compute")
+    if instances is None:
+        gpu["mig_instances"] = None
+        return
+    gpu["mig_instances"] = [
+        {
+            "id": row["instance_id"],
+            "profile": row["name"],
+            "profile_id": row["profile_id"],
+            "placement": row["placement"],
+            "compute_instances": [
+                {"id": ci["instance_id"], "profile": ci["name"], "profile_id": ci["profile_id"]}
+                for ci in compute or []
+                if ci["gpu"] == index and ci["gpu_instance_id"] == row["instance_id"]
+            ],
+        }
+        for row in instances
+        if row["gpu"] == index
+    ]
+
+
+def build_gpu_facts(pci, query=None, topology=None, read_sysfs=None, nvidia_smi_error=None, *, mig=None):
     """The ``nvidia_gpu`` facts.
 
     ``pci`` is :func:`pci.classify` output (or None when lspci is missing), ``query`` the parsed
     ``nvidia-smi -q -x`` (None before the driver), ``topology`` the parsed ``topo -m`` (None when
-    not run), ``read_sysfs(relative_path)`` returns a sysfs file's text or None.
+    not run), ``read_sysfs(relative_path)`` returns a sysfs file's text or None, ``mig`` the parsed
+    ``nvidia-smi mig -lgip``, ``-lgi`` and ``-lci`` (keys ``profiles``, ``instances``, ``compute``;
+    a key left out or None where that command was not run).
     """
     read = read_sysfs or _no_sysfs
     pci = pci or {"gpus": [], "nvswitches": [], "hcas": []}
@@ -134,6 +173,7 @@ def build_gpu_facts(pci, query=None, topology=None, read_sysfs=None, nvidia_smi_
             )
         else:
             gpu["nearest_nics"], gpu["nearest_nic_link"], gpu["nvlink_peers"] = [], None, None
+        _mig_facts(gpu, mig or {})
 
     first = gpus[0] if gpus else {}
     models = Counter((gpu["name"], gpu["slug"]) for gpu in gpus)
@@ -155,6 +195,10 @@ def build_gpu_facts(pci, query=None, topology=None, read_sysfs=None, nvidia_smi_
             {"product": name, "slug": slug, "count": count} for (name, slug), count in sorted(models.items(), key=str)
         ],
         "mig_enabled": any(gpu["mig_mode"] == "enabled" for gpu in gpus),
+        "mig_capable": any(gpu["mig_mode"] is not None for gpu in gpus),
+        "mig_pending": any(
+            gpu["mig_mode_pending"] is not None and gpu["mig_mode_pending"] != gpu["mig_mode"] for gpu in gpus
+        ),
         "nvswitch_count": len(pci["nvswitches"]),
         "nvswitches": [device["pci_bus_id"] for device in pci["nvswitches"]],
         "hca_pci": [

@@ -260,3 +260,26 @@ def refusal(gpu, layout, variable):
     if near:
         text += " Nearest layouts that fit: " + "; ".join(describe(n) for n in near) + "."
     return text
+
+
+# /proc/driver/nvidia-caps/mig-minors: "config 1", "monitor 2", then for each GPU minor, its 15
+# possible GPU instances, each followed by its 8 possible compute instances: gpu0/gi0/access 3,
+# gpu0/gi0/ci0/access 4, ..., gpu3/gi3/ci3/access 439, ..., gpu31/gi14/ci7/access 4322 (MIG User
+# Guide, "Device Nodes and Capabilities"; the minors of a real A100 in tests/unit/fixtures/mig).
+CAPS_FIRST = 3
+CAPS_GPU_INSTANCES = 15
+CAPS_COMPUTE_INSTANCES = 8
+
+
+def caps_minor(gpu_minor, gpu_instance, compute_instance=None):
+    """The minor of ``/dev/nvidia-caps/nvidia-cap<N>`` that grants access to a GPU instance, or to
+    one of its compute instances; ``gpu_minor`` is the GPU's device minor (``/dev/nvidia<minor>``)."""
+    per_gi = 1 + CAPS_COMPUTE_INSTANCES
+    if not 0 <= gpu_instance < CAPS_GPU_INSTANCES:
+        raise ValueError(f"GPU instance id {gpu_instance} is outside 0..{CAPS_GPU_INSTANCES - 1}")
+    base = CAPS_FIRST + gpu_minor * CAPS_GPU_INSTANCES * per_gi + gpu_instance * per_gi
+    if compute_instance is None:
+        return base
+    if not 0 <= compute_instance < CAPS_COMPUTE_INSTANCES:
+        raise ValueError(f"compute instance id {compute_instance} is outside 0..{CAPS_COMPUTE_INSTANCES - 1}")
+    return base + 1 + compute_instance

@@ -282,7 +282,8 @@ def parse_query_xml(text):
 
     Each GPU has ``index`` (document order, which is nvidia-smi's enumeration order), ``uuid``,
     ``name``, ``pci_bus_id``, ``pci_device_id`` (the 4 hex digits of the device), ``minor_number``,
-    ``memory_total_mib``, ``mig_mode`` (``enabled``/``disabled``/None), ``mig_devices``,
+    ``memory_total_mib``, ``mig_mode`` and ``mig_mode_pending`` (``enabled``/``disabled``/None
+    where the GPU has no MIG), ``mig_devices``,
     ``virtualization_mode``, ``architecture`` (as the driver prints it, or None on old drivers),
     ``persistence_mode``, ``vbios_version``, ``serial``, ``module_id``, ``pcie``, ``performance_state``
     and ``ecc`` (``remapped_rows_pending``, ``remapped_rows_failure``, ``retired_pages_pending``:
@@ -332,6 +333,7 @@ def parse_query_xml(text):
                 "minor_number": _number(_text(element, "minor_number")),
                 "memory_total_mib": _mib(element, "fb_memory_usage/total"),
                 "mig_mode": _mode(_text(element, "mig_mode/current_mig")),
+                "mig_mode_pending": _mode(_text(element, "mig_mode/pending_mig")),
                 "mig_devices": len(mig_devices.findall("mig_device")) if mig_devices is not None else 0,
                 "virtualization_mode": _text(element, "gpu_virtualization_mode/virtualization_mode"),
                 "persistence_mode": _mode(_text(element, "persistence_mode")),
@@ -492,11 +494,17 @@ def parse_compute_apps(text):
 MIG_PROFILES_COMMAND = "nvidia-smi mig -lgip"
 MIG_INSTANCES_COMMAND = "nvidia-smi mig -lgi"
 MIG_PLACEMENTS_COMMAND = "nvidia-smi mig -lgipp"
+MIG_COMPUTE_COMMAND = "nvidia-smi mig -lci"
 # The whole answer when there is nothing to list: no MIG-capable or MIG-enabled GPU, no instance.
-_MIG_NOTHING = re.compile(r"No (MIG-enabled devices|MIG-capable devices|GPU instances) found\b.*")
+MIG_NOTHING = re.compile(
+    r"No (MIG-enabled devices|MIG-capable devices|GPU instances|compute instances) found\b.*", re.IGNORECASE
+)
 # A table row: "|   0  MIG 1g.10gb+me      20     1/1        9.75       No     16     1     0   |".
 _MIG_PROFILE_ROW = re.compile(r"(\d+) +MIG +(\S+) +(\d+) +(\d+)/(\d+) +(\d+(?:\.\d+)?) ")
 _MIG_INSTANCE_ROW = re.compile(r"(\d+) +MIG +(\S+) +(\d+) +(\d+) +(\d+):(\d+)")
+# "|   0      3       MIG 1c.2g.10gb       0         1          1:1     |"; older drivers print no
+# Placement column.
+_MIG_COMPUTE_ROW = re.compile(r"(\d+) +(\d+) +MIG +(\S+) +(\d+) +(\d+)(?: +(\d+):(\d+))?")
 _MIG_PLACEMENT_LINE = re.compile(r"GPU +(\d+) +Profile ID +(\d+) +Placements? *: *\{([0-9,]*)\}:(\d+)")
 
 
@@ -505,7 +513,7 @@ def _mig_rows(text, command):
     rows = []
     for number, line in enumerate(text_lines(text, command), 1):
         body = line.strip()
-        if not body or _MIG_NOTHING.fullmatch(body):
+        if not body or MIG_NOTHING.fullmatch(body):
             continue
         if body.startswith("+") or body.startswith("|="):
             continue
@@ -580,7 +588,7 @@ def parse_mig_placements(text):
     out = []
     for number, line in enumerate(text_lines(text, MIG_PLACEMENTS_COMMAND), 1):
         body = line.strip()
-        if not body or _MIG_NOTHING.fullmatch(body):
+        if not body or MIG_NOTHING.fullmatch(body):
             continue
         match = _MIG_PLACEMENT_LINE.fullmatch(body)
         if not match:
@@ -593,6 +601,37 @@ def parse_mig_placements(text):
                 "profile_id": int(profile_id),
                 "starts": [int(s) for s in starts.split(",") if s],
                 "size": int(size),
+            }
+        )
+    return out
+
+
+def parse_mig_compute_instances(text):
+    """Parse ``nvidia-smi mig -lci``: one dict per compute instance.
+
+    ``{"gpu", "gpu_instance_id", "name" ("1c.2g.10gb" where it takes part of its GPU instance),
+    "profile_id", "instance_id", "placement": {"start", "size"} or None}`` (drivers before R470
+    print no Placement column); ``[]`` when there are none, or no MIG-enabled GPU.
+    """
+    out = []
+    for number, line, cell in _mig_rows(text, MIG_COMPUTE_COMMAND):
+        match = _MIG_COMPUTE_ROW.fullmatch(cell)
+        if not match:
+            raise ParseError(
+                "expected GPU, GPU instance ID, MIG name, profile ID, instance ID and an optional start:size",
+                MIG_COMPUTE_COMMAND,
+                number,
+                line,
+            )
+        gpu, gi, name, profile_id, instance_id, start, size = match.groups()
+        out.append(
+            {
+                "gpu": int(gpu),
+                "gpu_instance_id": int(gi),
+                "name": name,
+                "profile_id": int(profile_id),
+                "instance_id": int(instance_id),
+                "placement": {"start": int(start), "size": int(size)} if start is not None else None,
             }
         )
     return out

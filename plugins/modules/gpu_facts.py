@@ -31,6 +31,13 @@ options:
         from sysfs and C(nearest_nics) stays empty.
     type: bool
     default: true
+  mig:
+    description:
+      - Where a GPU can do MIG, read its profiles with C(nvidia-smi mig -lgip) and, where MIG is
+        enabled on a GPU, its GPU and compute instances with C(mig -lgi) and C(mig -lci).
+      - Set to false to save the calls; C(mig_profiles) and C(mig_instances) are then null.
+    type: bool
+    default: true
   nvidia_smi_path:
     description:
       - Path of C(nvidia-smi). By default it is looked up in C(PATH) and C(/usr/bin).
@@ -131,6 +138,14 @@ ansible_facts:
         mig_enabled:
           description: MIG is enabled on at least one GPU.
           type: bool
+        mig_capable:
+          description: The driver reports a MIG mode (enabled or disabled) for at least one GPU.
+          type: bool
+        mig_pending:
+          description:
+            - A GPU's pending MIG mode differs from its current one (the change waits for a GPU
+              reset or a reboot).
+          type: bool
         nvswitch_count:
           description: NVSwitch chips on PCI. More than 0 means Fabric Manager is required.
           type: int
@@ -146,7 +161,13 @@ ansible_facts:
         gpus:
           description:
             - One entry per GPU, ordered by index. Keys C(index), C(uuid), C(name), C(pci_bus_id),
-              C(pci_device_id), C(minor_number), C(memory_total_mib), C(mig_mode), C(mig_devices),
+              C(pci_device_id), C(minor_number), C(memory_total_mib), C(mig_mode) and
+              C(mig_mode_pending) (C(enabled), C(disabled), or null where the GPU has no MIG),
+              C(mig_devices), C(mig_profiles) (from C(nvidia-smi mig -lgip), each with C(name),
+              C(id), C(free), C(total) and C(memory_gib); null where not read), C(mig_instances)
+              (from C(mig -lgi) and C(mig -lci), each with C(id), C(profile), C(profile_id),
+              C(placement) as C(start) and C(size), and C(compute_instances) with C(id),
+              C(profile) and C(profile_id); null where MIG is off on every GPU),
               C(virtualization_mode), C(persistence_mode), C(vbios_version), C(module_id),
               C(pcie), C(slug), C(architecture), C(compute_capability), C(cpu_affinity) (list of
               CPU numbers), C(numa_node), C(nearest_nics) (kernel names of the NICs at the
@@ -170,7 +191,14 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.cluster.plugins.module_utils.commands import first_line, parse_or_fail, run
 from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts
-from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import parse_query_xml, parse_topo
+from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import (
+    MIG_NOTHING,
+    parse_mig_compute_instances,
+    parse_mig_instances,
+    parse_mig_profiles,
+    parse_query_xml,
+    parse_topo,
+)
 from ansible_collections.gpuops.cluster.plugins.module_utils.pci import classify, parse_lspci
 
 
@@ -185,10 +213,31 @@ def _sysfs_reader(root):
     return read
 
 
+def _mig(module, nvidia_smi, query):
+    """``mig -lgip`` where a GPU can do MIG, ``-lgi`` and ``-lci`` where one has it on."""
+    gpus = query["gpus"] if query else []
+    if not module.params["mig"] or not any(gpu["mig_mode"] for gpu in gpus):
+        return {}
+    calls = [("profiles", "-lgip", parse_mig_profiles)]
+    if any(gpu["mig_mode"] == "enabled" for gpu in gpus):
+        calls += [("instances", "-lgi", parse_mig_instances), ("compute", "-lci", parse_mig_compute_instances)]
+    out = {}
+    for key, flag, parser in calls:
+        argv = [nvidia_smi, "mig", flag]
+        rc, stdout, stderr = run(module, argv)
+        # "No GPU instances found: Not Found" comes with a non-zero exit code.
+        if rc == 0 or MIG_NOTHING.fullmatch((first_line(stdout, stderr) or "").strip()):
+            out[key] = parse_or_fail(module, parser, stdout if rc == 0 else "", argv)
+        else:
+            module.warn("`{}` failed (rc {}): {}".format(" ".join(argv), rc, first_line(stderr, stdout)))
+    return out
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
             "topology": {"type": "bool", "default": True},
+            "mig": {"type": "bool", "default": True},
             "nvidia_smi_path": {"type": "path"},
             "lspci_path": {"type": "path"},
             "sysfs_root": {"type": "path", "default": "/sys"},
@@ -238,7 +287,8 @@ def main():
         else:
             module.warn("`{}` failed (rc {}): {}".format(" ".join(argv), rc, first_line(err, out)))
 
-    facts = build_gpu_facts(pci, query, topology, _sysfs_reader(params["sysfs_root"]), smi_error)
+    mig = _mig(module, nvidia_smi, query)
+    facts = build_gpu_facts(pci, query, topology, _sysfs_reader(params["sysfs_root"]), smi_error, mig=mig)
     module.exit_json(changed=False, ansible_facts={"nvidia_gpu": facts})
 
 

@@ -11,8 +11,10 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+from ansible_collections.gpuops.cluster.plugins.module_utils import mig
+from ansible_collections.gpuops.cluster.plugins.module_utils import nvidia_smi as nvidia_smi_parsers
 from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import cpu_topology, parse_lscpu
-from conftest import GPUSIM, PROFILE_NAMES, profile_summary
+from conftest import GPUSIM, PROFILE_NAMES, fixture, profile_summary
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -130,6 +132,85 @@ def test_nvidia_smi_faults_busy_gpus_and_lost_gpus(nvidia_smi, tmp_path):
     faults.write_text(json.dumps({"lost_gpus": {"count": 1, "driver": "570.133.20"}}))
     assert run(nvidia_smi, "-L", profile="pcie-l40s", env_extra=env).stdout.count("UUID: GPU-") == len(uuids)
     assert run(nvidia_smi, fields, "--format=csv,noheader", profile="pcie-l40s", env_extra=env).stdout == ""
+
+
+def test_nvidia_smi_mig_profiles_are_the_real_h100s_and_parse(nvidia_smi, tmp_path):
+    """With MIG off, `mig -lgip` on GPU 0 is the real H100's output byte for byte; every
+    MIG-capable profile's tables parse with the collection's parsers."""
+    env = {"GPUSIM_MIG_STATE": str(tmp_path / "mig.json"), "GPUSIM_DEV_ROOT": str(tmp_path)}
+    lgip = run(nvidia_smi, "mig", "-i", "0", "-lgip", profile="dgx-h100", env_extra=env).stdout
+    assert lgip == fixture("mig", "h100_80gb_lgip_7_profiles_mig_disabled_device_capture.txt")
+    lgipp = run(nvidia_smi, "mig", "-i", "0", "-lgipp", profile="dgx-h100", env_extra=env).stdout
+    assert lgipp == fixture("mig", "h100_80gb_lgipp_placements_device_capture.txt")
+    for name in ("dgx-h100", "hgx-a100", "hgx-b200"):
+        rows = nvidia_smi_parsers.parse_mig_profiles(
+            run(nvidia_smi, "mig", "-lgip", profile=name, env_extra=env).stdout
+        )
+        assert len(rows) == 7 * profile_summary(name)["gpu_count"]
+        assert {r["free"] == r["total"] for r in rows} == {True}
+    no_mig = run(nvidia_smi, "mig", "-lgip", profile="pcie-l40s", env_extra=env)
+    assert no_mig.stdout == "No MIG-capable devices found.\n" and no_mig.returncode != 0
+    assert run(nvidia_smi, "-mig", "1", profile="pcie-l40s", env_extra=env).returncode != 0
+
+
+def test_nvidia_smi_mig_instances_are_kept_and_listed(nvidia_smi, tmp_path):
+    """Enable, create GPU and compute instances, list them, run out of slices, destroy."""
+    env = {"GPUSIM_MIG_STATE": str(tmp_path / "mig.json"), "GPUSIM_DEV_ROOT": str(tmp_path)}
+
+    def smi(*args):
+        return run(nvidia_smi, *args, profile="dgx-h100", env_extra=env)
+
+    nothing = smi("mig", "-lgi")
+    assert nothing.stdout == "No MIG-enabled devices found.\n" and nothing.returncode == 6
+    assert smi("-i", "0", "-mig", "1").stdout == "Enabled MIG Mode for GPU 00000000:53:00.0\nAll done.\n"
+    assert smi("mig", "-lgi").stdout == "No GPU instances found: Not Found\n"
+    created = smi("mig", "-i", "0", "-cgi", "9,2g.20gb,19", "-C")
+    assert created.returncode == 0 and created.stdout.count("Successfully created") == 6
+    full = smi("mig", "-i", "0", "-cgi", "19")
+    assert full.returncode != 0 and "Insufficient Resources" in full.stdout
+    gis = nvidia_smi_parsers.parse_mig_instances(smi("mig", "-lgi").stdout)
+    assert [(g["name"], g["placement"]["start"], g["placement"]["size"]) for g in gis] == [
+        ("3g.40gb", 0, 4),
+        ("2g.20gb", 4, 2),
+        ("1g.10gb", 6, 1),
+    ]
+    cis = nvidia_smi_parsers.parse_mig_compute_instances(smi("mig", "-lci").stdout)
+    assert sorted(c["gpu_instance_id"] for c in cis) == sorted(g["instance_id"] for g in gis)
+    xml = nvidia_smi_parsers.parse_query_xml(smi("-q", "-x").stdout)
+    assert (xml["gpus"][0]["mig_mode"], xml["gpus"][0]["mig_devices"]) == ("enabled", 3)
+    assert (xml["gpus"][1]["mig_mode"], xml["gpus"][1]["mig_devices"]) == ("disabled", 0)
+    assert smi("-L").stdout.count("  MIG ") == 3
+    # The caps nodes of each instance, at the minors the driver gives them.
+    assert sorted(p.name for p in (tmp_path / "nvidia-caps").iterdir()) == sorted(
+        f"nvidia-cap{mig.caps_minor(0, g['instance_id'], ci)}" for g in gis for ci in (None, 0)
+    )
+    # GPU instances with compute instances are not destroyed; without them they are.
+    assert smi("mig", "-dgi").returncode != 0
+    assert smi("mig", "-dci").returncode == 0 and smi("mig", "-dgi").returncode == 0
+    assert smi("mig", "-lgi").stdout == "No GPU instances found: Not Found\n"
+
+
+def test_nvidia_smi_mig_mode_waits_for_a_busy_gpu(nvidia_smi, tmp_path):
+    faults = tmp_path / "faults.json"
+    faults.write_text(json.dumps({"gpu_processes": [{"pid": 7, "gpu": 0}]}))
+    env = {"GPUSIM_MIG_STATE": str(tmp_path / "mig.json"), "GPUSIM_FAULTS": str(faults)}
+
+    def modes():
+        out = run(
+            nvidia_smi,
+            "--query-gpu=mig.mode.current,mig.mode.pending",
+            "--format=csv,noheader",
+            profile="hgx-a100",
+            env_extra=env,
+        )
+        return out.stdout.splitlines()[0]
+
+    result = run(nvidia_smi, "-i", "0", "-mig", "1", profile="hgx-a100", env_extra=env)
+    assert "pending enable state" in result.stdout and modes() == "Disabled, Enabled"
+    assert run(nvidia_smi, "-i", "0", "-r", profile="hgx-a100", env_extra=env).returncode != 0
+    faults.write_text("{}")
+    assert run(nvidia_smi, "-i", "0", "-r", profile="hgx-a100", env_extra=env).returncode == 0
+    assert modes() == "Enabled, Enabled"
 
 
 def test_nvidia_smi_without_hardware_fails_like_the_real_one(nvidia_smi):

@@ -2,13 +2,16 @@
 # gpusim stand-in for nvidia-smi, shipped by the stand-in driver package. It reports the
 # node's profile (the hardware) with the version of the driver package that installed it.
 # Supports: (no args), -L, -q -x, topo -m|--matrix, nvlink -s|--status [-i N], --version,
-# --query-gpu=... --format=csv[,...]. Faults injected in /etc/gpusim/faults.json (tests/gpusim/tasks/
-# faults.yml) show: "pcie" [{gpu, gen, width}] in the XML, "nvlink_down" [{gpu, link}] in nvlink -s,
-# "gpu_processes" [{pid, gpu, used_memory, name}] in --query-compute-apps, "lost_gpus" {count, driver}
-# everywhere (the last GPUs gone, under that driver version only).
+# --query-gpu=... --format=csv[,...], and MIG: [-i N] -mig 0|1, [-i N] -r, mig [-i N] -lgip |
+# -lgipp | -lgi | -lci | -cgi LIST [-C] | -dci [-gi IDS] | -dgi [-gi IDS]. Faults injected in
+# /etc/gpusim/faults.json (tests/gpusim/tasks/faults.yml) show: "pcie" [{gpu, gen, width}] in the
+# XML, "nvlink_down" [{gpu, link}] in nvlink -s, "gpu_processes" [{pid, gpu, used_memory, name}] in
+# --query-compute-apps and as a GPU that holds a MIG mode change pending, "lost_gpus" {count,
+# driver} everywhere (the last GPUs gone, under that driver version only).
 import json
 import os
 import re
+import stat
 import sys
 import xml.etree.ElementTree as ET
 
@@ -91,7 +94,7 @@ def lose_gpus(text):
 
 
 def xml_text():
-    text = lose_gpus(degrade_pcie(read("nvidia-smi-q-x.xml")))
+    text = lose_gpus(degrade_pcie(mig_xml(read("nvidia-smi-q-x.xml"))))
     text = re.sub(r"<driver_version>[^<]*<", f"<driver_version>{DRIVER_VERSION}<", text)
     text = re.sub(r"<cuda_version>[^<]*<", f"<cuda_version>{CUDA_VERSION}<", text)
     return re.sub(r"<gsp_firmware_version>(?!N/A)[^<]*<", f"<gsp_firmware_version>{DRIVER_VERSION}<", text)
@@ -114,6 +117,8 @@ def gpus():
                 "vbios_version": gpu.findtext("vbios_version"),
                 "persistence_mode": gpu.findtext("persistence_mode"),
                 "mig.mode.current": gpu.findtext("mig_mode/current_mig"),
+                "mig.mode.pending": gpu.findtext("mig_mode/pending_mig"),
+                "pci.device_id": "0x" + (gpu.findtext("pci/pci_device_id") or "")[:8],
                 "minor_number": gpu.findtext("minor_number"),
             }
         )
@@ -162,7 +167,466 @@ def compute_apps(argv):
     return 0
 
 
+# --- MIG: per-GPU mode and instances, kept in a state file --------------------------------------
+# The profile folder's mig-lgip.txt and mig-lgipp.txt (real captures, tests/gpusim/captures/
+# SOURCES.md) say which profiles a GPU offers and where each may be placed; every GPU of the
+# profile offers them. The state (mode, pending mode, GPU and compute instances) lives in
+# /var/lib/gpusim/mig.json; GPU instance ids come from per-size pools (7g: 0; 3g/4g: 1-2;
+# 2g: 3-6; 1g: 7-13), which is how the real drivers in the captures number them.
+MIG_STATE = os.environ.get("GPUSIM_MIG_STATE", "/var/lib/gpusim/mig.json")
+ID_POOLS = {8: range(0, 1), 4: range(1, 3), 2: range(3, 7), 1: range(7, 14)}
+LGIP_ROW = re.compile(
+    r"\|\s*\d+\s+MIG\s+(\S+)\s+(\d+)\s+\d+/(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*\|"
+    r"\s*\n\|\s+(\S+)\s+(\S+)\s+(\S+)\s*\|"
+)
+LGIPP_ROW = re.compile(r"GPU +\d+ +Profile ID +(\d+) +Placements? *: *\{([0-9,]*)\}:(\d+)")
+DEV = os.environ.get("GPUSIM_DEV_ROOT", "/dev")
+CAPS_MAJOR = 508  # dynamic on real hosts (242 in the A100 capture); any free number serves here
+
+
+def mig_profiles():
+    """[{name, id, total, memory, p2p, sm, dec, enc, ce, jpeg, ofa, starts, size}] or [] (no MIG)."""
+    try:
+        with open(f"{PROFILE}/mig-lgip.txt") as handle:
+            lgip = handle.read()
+        with open(f"{PROFILE}/mig-lgipp.txt") as handle:
+            lgipp = handle.read()
+    except OSError:
+        return []
+    places = {
+        int(m.group(1)): ([int(s) for s in m.group(2).split(",")], int(m.group(3))) for m in LGIPP_ROW.finditer(lgipp)
+    }
+    out = []
+    for m in LGIP_ROW.finditer(lgip):
+        name, pid, total, memory, p2p, sm, dec, enc, ce, jpeg, ofa = m.groups()
+        starts, size = places[int(pid)]
+        out.append(
+            dict(
+                name=name,
+                id=int(pid),
+                total=int(total),
+                memory=memory,
+                p2p=p2p,
+                sm=sm,
+                dec=dec,
+                enc=enc,
+                ce=ce,
+                jpeg=jpeg,
+                ofa=ofa,
+                starts=starts,
+                size=size,
+            )
+        )
+    return out
+
+
+def compute_of(name):
+    return int(re.match(r"(\d)g\.", name).group(1))
+
+
+def mig_state():
+    try:
+        with open(MIG_STATE) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+def save_mig_state(state):
+    os.makedirs(os.path.dirname(MIG_STATE), exist_ok=True)
+    tmp = MIG_STATE + ".tmp"
+    with open(tmp, "w") as handle:
+        json.dump(state, handle, indent=1, sort_keys=True)
+    os.replace(tmp, MIG_STATE)
+
+
+def gpu_mig(state, index):
+    return state.setdefault(str(index), {"mode": "Disabled", "pending": "Disabled", "gis": []})
+
+
+def free_count(gpu, profile):
+    """How many more instances of ``profile`` fit beside the GPU's instances (all of them with MIG
+    off: a real H100 lists 7/7 for 1g.10gb before MIG is enabled)."""
+    taken = [(gi["start"], gi["size"]) for gi in gpu["gis"]]
+    compute = 7 - sum(compute_of(gi["name"]) for gi in gpu["gis"])
+    if "+me" in profile["name"] and any("+me" in gi["name"] for gi in gpu["gis"]):
+        return 0
+    same = sum(1 for gi in gpu["gis"] if gi["profile_id"] == profile["id"])
+    count = 0
+    for start in profile["starts"]:
+        if all(start + profile["size"] <= s or s + z <= start for s, z in taken):
+            taken.append((start, profile["size"]))
+            count += 1
+    return max(0, min(count, profile["total"] - same, compute // compute_of(profile["name"])))
+
+
+def targets(argv, count):
+    """The GPU indices of ``-i N[,M]`` (all GPUs without it); None for an index that does not exist."""
+    if "-i" not in argv:
+        return list(range(count))
+    wanted = [int(i) for i in argv[argv.index("-i") + 1].split(",")]
+    return wanted if all(0 <= i < count for i in wanted) else None
+
+
+def set_mig_mode(argv):
+    value = argv[argv.index("-mig") + 1]
+    if value not in ("0", "1"):
+        sys.stderr.write("Invalid MIG mode: use 0 (disable) or 1 (enable)\n")
+        return 2
+    rows = gpus()
+    if not mig_profiles():
+        sys.stdout.write("Unable to {} MIG Mode: Not Supported\n".format("enable" if value == "1" else "disable"))
+        return 3
+    indices = targets(argv, len(rows))
+    if indices is None:
+        sys.stdout.write("No devices were found\n")
+        return 6
+    state = mig_state()
+    busy = {int(p.get("gpu", 0)) for p in faults().get("gpu_processes", [])}
+    mode = "Enabled" if value == "1" else "Disabled"
+    for index in indices:
+        gpu = gpu_mig(state, index)
+        bus = rows[index]["pci.bus_id"]
+        gpu["pending"] = mode
+        if index in busy:
+            sys.stdout.write(
+                f"Warning: MIG mode is in pending {mode.lower().removesuffix('d')} state for GPU {bus}:"
+                "In use by another client\n"
+                f"{bus} is currently being used by one or more other processes (e.g. CUDA application or a "
+                "monitoring application such as another instance of nvidia-smi). Please first kill all processes "
+                "using the device and retry the command or reboot the system to make MIG mode effective.\n"
+            )
+            continue
+        gpu["mode"] = mode
+        if mode == "Disabled":
+            gpu["gis"] = []
+        sys.stdout.write(f"{mode} MIG Mode for GPU {bus}\n")
+    save_mig_state(state)
+    sys.stdout.write("All done.\n")
+    return 0
+
+
+def gpu_reset(argv):
+    """-r / --gpu-reset: a pending MIG mode takes effect (refused while processes hold the GPU)."""
+    rows = gpus()
+    indices = targets(argv, len(rows))
+    if indices is None:
+        sys.stdout.write("No devices were found\n")
+        return 6
+    busy = {int(p.get("gpu", 0)) for p in faults().get("gpu_processes", [])}
+    state = mig_state()
+    for index in indices:
+        bus = rows[index]["pci.bus_id"]
+        if index in busy:
+            sys.stdout.write(f"GPU {bus} is currently in use by another process.\n")
+            return 255
+        gpu = gpu_mig(state, index)
+        gpu["mode"] = gpu["pending"]
+        if gpu["mode"] == "Disabled":
+            gpu["gis"] = []
+        sys.stdout.write(f"GPU {bus} was successfully reset.\n")
+    save_mig_state(state)
+    sys.stdout.write("All done.\n")
+    return 0
+
+
+def caps_node(gpu_minor, gi, ci=None):
+    """Create /dev/nvidia-caps/nvidia-cap<N> for a GPU or compute instance, as the driver's
+    nvidia-modprobe does (minors as in /proc/driver/nvidia-caps/mig-minors)."""
+    minor = 3 + gpu_minor * 135 + gi * 9 + (0 if ci is None else 1 + ci)
+    path = f"{DEV}/nvidia-caps/nvidia-cap{minor}"
+    try:
+        os.makedirs(f"{DEV}/nvidia-caps", exist_ok=True)
+        if not os.path.exists(path):
+            os.mknod(path, 0o444 | stat.S_IFCHR, os.makedev(CAPS_MAJOR, minor))
+    except OSError:
+        pass  # not root (the unit tests): the node is not needed to answer
+
+
+def mig_enabled_indices(state, indices):
+    return [i for i in indices if gpu_mig(state, i)["mode"] == "Enabled"]
+
+
+def create_gpu_instances(argv, rows, indices, state):
+    profiles = mig_profiles()
+    wanted = argv[argv.index("-cgi") + 1].split(",")
+    with_ci = "-C" in argv or "--default-compute-instance" in argv
+    rc = 0
+    for index in indices:
+        gpu = gpu_mig(state, index)
+        for asked in wanted:
+            item = asked.strip().removeprefix("MIG ")
+            found = [p for p in profiles if str(p["id"]) == item or p["name"] == item]
+            if not found:
+                sys.stdout.write(f"Unable to create a GPU instance on GPU {index:2d} using profile {item}: Not Found\n")
+                rc = 2
+                continue
+            profile = found[0]
+            start = None
+            if free_count(gpu, profile) > 0:
+                taken = [(gi["start"], gi["size"]) for gi in gpu["gis"]]
+                for candidate in profile["starts"]:
+                    if all(candidate + profile["size"] <= s or s + z <= candidate for s, z in taken):
+                        start = candidate
+                        break
+            if start is None:
+                sys.stdout.write(
+                    f"Unable to create a GPU instance on GPU {index:2d} using profile {profile['id']}: "
+                    "Insufficient Resources\n"
+                )
+                rc = 2
+                continue
+            used = {gi["id"] for gi in gpu["gis"]}
+            gi_id = next(i for i in ID_POOLS[profile["size"]] if i not in used)
+            gi = {
+                "id": gi_id,
+                "profile_id": profile["id"],
+                "name": profile["name"],
+                "start": start,
+                "size": profile["size"],
+                "cis": [],
+            }
+            gpu["gis"].append(gi)
+            minor = int(rows[index]["minor_number"])
+            caps_node(minor, gi_id)
+            sys.stdout.write(
+                f"Successfully created GPU instance ID {gi_id:2d} on GPU {index:2d} using profile "
+                f"MIG {profile['name']} (ID {profile['id']:2d})\n"
+            )
+            if with_ci:
+                g = compute_of(profile["name"])
+                ci_profile = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4}[g]
+                gi["cis"].append({"id": 0, "profile_id": ci_profile, "start": 0, "size": g})
+                caps_node(minor, gi_id, 0)
+                sys.stdout.write(
+                    f"Successfully created compute instance ID  0 on GPU {index:2d} GPU instance ID {gi_id:2d} "
+                    f"using profile MIG {profile['name'].split('+')[0]} (ID {ci_profile:2d})\n"
+                )
+    return rc
+
+
+def destroy(argv, indices, state, what):
+    only = None
+    if "-gi" in argv:
+        only = {int(i) for i in argv[argv.index("-gi") + 1].split(",")}
+    done = 0
+    for index in indices:
+        gpu = gpu_mig(state, index)
+        for gi in list(gpu["gis"]):
+            if only is not None and gi["id"] not in only:
+                continue
+            if what == "ci":
+                for ci in gi["cis"]:
+                    sys.stdout.write(
+                        f"Successfully destroyed compute instance ID {ci['id']:2d} from GPU {index:2d} "
+                        f"GPU instance ID {gi['id']:2d}\n"
+                    )
+                    done += 1
+                gi["cis"] = []
+            elif gi["cis"]:
+                sys.stdout.write(
+                    f"Unable to destroy GPU instance ID {gi['id']:2d} from GPU {index:2d}: In use by another client\n"
+                )
+                return 2
+            else:
+                gpu["gis"].remove(gi)
+                sys.stdout.write(f"Successfully destroyed GPU instance ID {gi['id']:2d} from GPU {index:2d}\n")
+                done += 1
+    if not done:
+        sys.stdout.write(
+            "No compute instances found: Not Found\n" if what == "ci" else "No GPU instances found: Not Found\n"
+        )
+        return 6
+    return 0
+
+
+def border(width):
+    return "+" + "-" * width + "+\n"
+
+
+def list_profiles(indices, state, placements):
+    profiles = mig_profiles()
+    if not profiles:
+        sys.stdout.write("No MIG-capable devices found.\n")
+        return 6
+    if placements:
+        for index in indices:
+            for p in profiles:
+                word = "Placements" if len(p["starts"]) > 1 else "Placement "
+                starts = ",".join(str(s) for s in p["starts"])
+                sys.stdout.write(f"GPU {index:2d} Profile ID {p['id']:2d} {word}: {{{starts}}}:{p['size']}\n")
+        return 0
+    width = 79
+    out = border(width)
+    out += "| GPU instance profiles:" + " " * 56 + "|\n"
+    out += "| GPU   Name               ID    Instances   Memory     P2P    SM    DEC   ENC  |\n"
+    out += "|                                Free/Total   GiB              CE    JPEG  OFA  |\n"
+    out += "|" + "=" * width + "|\n"
+    for index in indices:
+        gpu = gpu_mig(state, index)
+        for p in profiles:
+            free = free_count(gpu, p)
+            first = (
+                f"| {index:3d}  MIG {p['name']:<16}{p['id']:>2}     {str(free) + '/' + str(p['total']):<11}"
+                f"{p['memory']:<11}{p['p2p']:<7}{p['sm']:<7}{p['dec']:<6}{p['enc']:<4}"
+            )
+            second = f"|{' ' * 63}{p['ce']:<6}{p['jpeg']:<6}{p['ofa']:<4}"
+            out += first.ljust(width + 1) + "|\n" + second.ljust(width + 1) + "|\n" + border(width)
+    sys.stdout.write(out)
+    return 0
+
+
+def list_instances(indices, state, compute):
+    enabled = mig_enabled_indices(state, indices)
+    if not enabled:
+        sys.stdout.write("No MIG-enabled devices found.\n")
+        return 6
+    rows = []
+    for index in enabled:
+        for gi in sorted(gpu_mig(state, index)["gis"], key=lambda g: g["start"]):
+            if not compute:
+                rows.append(
+                    f"| {index:3d}  MIG {gi['name']:<16}{gi['profile_id']:>2}{gi['id']:>9}"
+                    f"{gi['start']:>11}:{gi['size']:<5}"
+                )
+            for ci in gi["cis"] if compute else []:
+                rows.append(
+                    f"| {index:3d}{gi['id']:>7}       MIG {gi['name'].split('+')[0]:<16}{ci['profile_id']:>2}"
+                    f"{ci['id']:>10}{ci['start']:>11}:{ci['size']:<5}"
+                )
+    if not rows:
+        sys.stdout.write(
+            "No compute instances found: Not Found\n" if compute else "No GPU instances found: Not Found\n"
+        )
+        return 6
+    width = 68 if compute else 57
+    out = border(width)
+    if compute:
+        out += "| Compute instances:".ljust(width + 1) + "|\n"
+        out += "| GPU     GPU       Name             Profile   Instance   Placement  |\n"
+        out += "|       Instance                       ID        ID       Start:Size |\n"
+        out += "|         ID                                                         |\n"
+    else:
+        out += "| GPU instances:".ljust(width + 1) + "|\n"
+        out += "| GPU   Name               Profile  Instance   Placement  |\n"
+        out += "|                            ID       ID       Start:Size |\n"
+    out += "|" + "=" * width + "|\n"
+    for row in rows:
+        out += row.ljust(width + 1) + "|\n" + border(width)
+    sys.stdout.write(out)
+    return 0
+
+
+def mig(argv):
+    rows = gpus()
+    indices = targets(argv, len(rows))
+    if indices is None:
+        sys.stdout.write("No devices were found\n")
+        return 6
+    state = mig_state()
+    flags = set(argv)
+    listings = {
+        ("-lgip", "--list-gpu-instance-profiles"): lambda: list_profiles(indices, state, placements=False),
+        ("-lgipp", "--list-gpu-instance-possible-placements"): lambda: list_profiles(indices, state, placements=True),
+        ("-lgi", "--list-gpu-instances"): lambda: list_instances(indices, state, compute=False),
+        ("-lci", "--list-compute-instances"): lambda: list_instances(indices, state, compute=True),
+    }
+    for names, listing in listings.items():
+        if flags & set(names):
+            return listing()
+    enabled = mig_enabled_indices(state, indices)
+    if not enabled:
+        sys.stdout.write("No MIG-enabled devices found.\n")
+        return 6
+    if "-cgi" in flags:
+        rc = create_gpu_instances(argv, rows, enabled, state)
+    elif "-dci" in flags:
+        rc = destroy(argv, enabled, state, "ci")
+    elif "-dgi" in flags:
+        rc = destroy(argv, enabled, state, "gi")
+    else:
+        sys.stderr.write("gpusim nvidia-smi: mig arguments not simulated: {}\n".format(" ".join(argv)))
+        return 2
+    save_mig_state(state)
+    return rc
+
+
+def mig_xml(text):
+    """Each GPU's MIG mode and MIG devices from the state, in its <gpu> element."""
+    state = mig_state()
+    if not state:
+        return text
+    parts = text.split("<gpu id=")
+    for index in range(len(parts) - 1):
+        gpu = state.get(str(index))
+        if not gpu:
+            continue
+        part = parts[index + 1]
+        part = re.sub(r"<current_mig>[^<]*<", "<current_mig>{}<".format(gpu["mode"]), part, count=1)
+        part = re.sub(r"<pending_mig>[^<]*<", "<pending_mig>{}<".format(gpu["pending"]), part, count=1)
+        devices = []
+        for gi in sorted(gpu["gis"], key=lambda g: g["start"]):
+            for ci in gi["cis"]:
+                devices.append(
+                    "\t\t\t<mig_device>\n\t\t\t\t<index>{}</index>\n\t\t\t\t<gpu_instance_id>{}</gpu_instance_id>\n"
+                    "\t\t\t\t<compute_instance_id>{}</compute_instance_id>\n\t\t\t</mig_device>\n".format(
+                        len(devices), gi["id"], ci["id"]
+                    )
+                )
+        body = "\n" + "".join(devices) + "\t\t" if devices else "None"
+        start, end = part.find("<mig_devices>"), part.find("</mig_devices>")
+        if 0 <= start < end:
+            part = part[:start] + f"<mig_devices>{body}" + part[end:]
+        parts[index + 1] = part
+    return "<gpu id=".join(parts)
+
+
+def mig_devices_list(index, state):
+    """The -L lines of a GPU's MIG devices, each with a UUID made of its GPU, GPU and compute instance."""
+    gpu = state.get(str(index)) or {}
+    if gpu.get("mode") != "Enabled":
+        return []
+    out = []
+    for gi in sorted(gpu["gis"], key=lambda g: g["start"]):
+        for ci in gi["cis"]:
+            digest = "{:08x}{:08x}{:08x}{:08x}".format(index, gi["id"], ci["id"], gi["start"])
+            uuid = f"MIG-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:]}"
+            out.append("  MIG {:<12} Device {:2d}: (UUID: {})".format(gi["name"], len(out), uuid))
+    return out
+
+
+def query_gpu(argv):
+    fmt = [a for a in argv[1:] if a.startswith("--format=")]
+    if len(argv) != 2 or not fmt:
+        sys.stderr.write("gpusim nvidia-smi: use --query-gpu=FIELDS --format=csv[,noheader][,nounits]\n")
+        return 2
+    return query(argv[0].split("=", 1)[1].split(","), fmt[0].split("=", 1)[1])
+
+
+def version():
+    read("profile.json")
+    nvml = DRIVER_VERSION.rsplit(".", 1)[0]
+    sys.stdout.write(
+        f"NVIDIA-SMI version  : {DRIVER_VERSION}\nNVML version        : {nvml}\n"
+        f"DRIVER version      : {DRIVER_VERSION}\nCUDA Version        : {CUDA_VERSION}\n"
+    )
+
+
+def mig_command(argv):
+    """The exit code of a MIG command (mig ..., -mig, -r), or None for another command."""
+    if argv[:1] == ["mig"]:
+        return mig(argv[1:])
+    if "-mig" in argv or "--multi-instance-gpu" in argv:
+        return set_mig_mode(["-mig" if a == "--multi-instance-gpu" else a for a in argv])
+    if argv[:1] in (["-r"], ["--gpu-reset"]) or argv[-1:] in (["-r"], ["--gpu-reset"]):
+        return gpu_reset(argv)
+    return None
+
+
 def main(argv):
+    rc = mig_command(argv)
+    if rc is not None:
+        return rc
     if argv in (["-q", "-x"], ["-x", "-q"], ["--query", "--xml-format"]):
         sys.stdout.write(xml_text())
     elif argv in (["topo", "-m"], ["topo", "--matrix"]):
@@ -170,23 +634,17 @@ def main(argv):
     elif argv[:1] == ["nvlink"] and len(argv) > 1 and argv[1] in ("-s", "--status"):
         return nvlink_status(argv)
     elif argv == ["-L"]:
+        state = mig_state()
         for gpu in gpus():
             sys.stdout.write("GPU {}: {} (UUID: {})\n".format(gpu["index"], gpu["name"], gpu["uuid"]))
+            for line in mig_devices_list(int(gpu["index"]), state):
+                sys.stdout.write(line + "\n")
     elif argv == ["--version"]:
-        read("profile.json")
-        nvml = DRIVER_VERSION.rsplit(".", 1)[0]
-        sys.stdout.write(
-            f"NVIDIA-SMI version  : {DRIVER_VERSION}\nNVML version        : {nvml}\n"
-            f"DRIVER version      : {DRIVER_VERSION}\nCUDA Version        : {CUDA_VERSION}\n"
-        )
+        version()
     elif argv and argv[0].startswith("--query-compute-apps="):
         return compute_apps(argv)
     elif argv and argv[0].startswith("--query-gpu="):
-        fmt = [a for a in argv[1:] if a.startswith("--format=")]
-        if len(argv) != 2 or not fmt:
-            sys.stderr.write("gpusim nvidia-smi: use --query-gpu=FIELDS --format=csv[,noheader][,nounits]\n")
-            return 2
-        return query(argv[0].split("=", 1)[1].split(","), fmt[0].split("=", 1)[1])
+        return query_gpu(argv)
     elif not argv:
         rows = gpus()
         sys.stdout.write(

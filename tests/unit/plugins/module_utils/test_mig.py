@@ -5,6 +5,7 @@ refused with the reason, what the GPU offers and the nearest layouts that fit.""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,22 @@ def test_device_ids_in_every_spelling_and_gpus_without_mig():
     assert mig.for_device("0x233010DE").model == mig.for_device(0x2330).model == mig.for_device("2330").model
     assert mig.for_device("0x26B9") is None  # L40S: no MIG
     assert mig.for_device("garbage") is None
+
+
+CAPS_LINE = re.compile(r".*/gpu(\d+)/mig/gi(\d+)(?:/ci(\d+))?/access\s+\S+\s+/dev/nvidia-caps/nvidia-cap(\d+)")
+
+
+def test_caps_minors_are_those_of_a_real_a100():
+    """The formula against the /dev/nvidia-caps nodes a real A100's driver gave its instances."""
+    lines = fixture("mig", "a100_40gb_caps_minors_gi_ci_access.txt").splitlines()
+    seen = 0
+    for line in lines:
+        match = CAPS_LINE.fullmatch(line)
+        gpu, gi, ci, minor = match.groups()
+        assert mig.caps_minor(int(gpu), int(gi), None if ci is None else int(ci)) == int(minor), line
+        seen += 1
+    assert seen == 7
+    # The published table's corners (MIG User Guide): gpu3/gi3/ci3 439, gpu31/gi14/ci7 4322.
+    assert mig.caps_minor(3, 3, 3) == 439 and mig.caps_minor(31, 14, 7) == 4322 and mig.caps_minor(0, 0) == 3
+    with pytest.raises(ValueError, match="compute instance id 8"):
+        mig.caps_minor(0, 0, 8)

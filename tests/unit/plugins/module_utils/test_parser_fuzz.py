@@ -29,6 +29,7 @@ PARSERS = {
     "mig": (nvidia_smi.parse_mig_profiles, None),
     "mig_instances": (nvidia_smi.parse_mig_instances, None),
     "mig_placements": (nvidia_smi.parse_mig_placements, None),
+    "mig_compute": (nvidia_smi.parse_mig_compute_instances, None),
 }
 
 

@@ -73,7 +73,7 @@ def test_attached_gpus_other_than_the_gpu_elements_is_warned_about(monkeypatch):
     """The telegraf A100 capture says attached_gpus 4 and lists one <gpu>."""
     xml = fixture("smi_xml", "a100_sxm4_80gb_mig_4x1g20gb_v12.xml")
     node = Node(monkeypatch, {"nvidia-smi": "/usr/bin/nvidia-smi"}, {("/usr/bin/nvidia-smi", "-q", "-x"): (0, xml, "")})
-    run_module(gpu_facts.main, {"topology": False})
+    run_module(gpu_facts.main, {"topology": False, "mig": False})
     assert any("attached_gpus 4 but lists 1 <gpu> element(s)" in w for w in node.warnings)
 
 

@@ -505,9 +505,33 @@ def test_mig_placements_h100_device_capture():
     }
 
 
+def test_mig_compute_instances_two_in_one_gpu_instance_and_the_older_layout():
+    rows = nvidia_smi.parse_mig_compute_instances(fixture("mig", "a100_40gb_lci_4_instances_two_1c_in_one_gi.txt"))
+    assert [(r["gpu_instance_id"], r["name"], r["profile_id"], r["instance_id"]) for r in rows] == [
+        (9, "1g.5gb", 0, 0),
+        (3, "1c.2g.10gb", 0, 0),
+        (3, "1c.2g.10gb", 0, 1),
+        (2, "4g.20gb", 3, 0),
+    ]
+    assert rows[1]["placement"] == {"start": 0, "size": 1} and rows[3]["placement"] == {"start": 0, "size": 4}
+    old = nvidia_smi.parse_mig_compute_instances(fixture("mig", "a100_lci_old_layout_no_placement_column.txt"))
+    assert [(r["gpu_instance_id"], r["instance_id"], r["placement"]) for r in old] == [
+        (1, 0, None),
+        (1, 1, None),
+        (1, 2, None),
+    ]
+    assert nvidia_smi.parse_mig_compute_instances("No compute instances found: Not Found\n") == []
+    disabled = fixture("mig", "h100_lgi_mig_disabled_no_mig_enabled_devices_device_capture.txt")
+    assert nvidia_smi.parse_mig_compute_instances(disabled) == []
+    # The GPU instances of the same A100: each compute instance lives in one of them.
+    gis = nvidia_smi.parse_mig_instances(fixture("mig", "a100_40gb_lgi_3_instances_4g_2g_1g.txt"))
+    assert {r["gpu_instance_id"] for r in rows} == {g["instance_id"] for g in gis}
+
+
 @pytest.mark.parametrize(
     ("parser", "text", "command"),
     [
+        (nvidia_smi.parse_mig_compute_instances, "|   0   3   MIG 1c.2g.10gb   0   x   |\n", "nvidia-smi mig -lci"),
         (nvidia_smi.parse_mig_profiles, "|   0  MIG 1g.10gb  19  7/x  9.75  No  16  1  0  |\n", "nvidia-smi mig -lgip"),
         (nvidia_smi.parse_mig_instances, "|   0  MIG 1g.6gb  14  3  0-1  |\n", "nvidia-smi mig -lgi"),
         (nvidia_smi.parse_mig_instances, "Failed to list GPU instances\n", "nvidia-smi mig -lgi"),

@@ -20,11 +20,15 @@ def profile_file(name, file):
 
 
 def driver_outputs(name):
-    return {
+    outputs = {
         ("/usr/bin/lspci", "-Dnn"): (0, profile_file(name, "lspci-Dnn.txt"), ""),
         ("/usr/bin/nvidia-smi", "-q", "-x"): (0, profile_file(name, "nvidia-smi-q-x.xml"), ""),
         ("/usr/bin/nvidia-smi", "topo", "-m"): (0, profile_file(name, "nvidia-smi-topo-m.txt"), ""),
     }
+    # The MIG-capable profiles (MIG mode Disabled in the XML) are asked for their MIG profiles.
+    if (GPUSIM / "profiles" / name / "mig-lgip.txt").exists():
+        outputs["/usr/bin/nvidia-smi", "mig", "-lgip"] = (0, profile_file(name, "mig-lgip.txt"), "")
+    return outputs
 
 
 BINARIES = {"lspci": "/usr/bin/lspci", "nvidia-smi": "/usr/bin/nvidia-smi"}
@@ -63,6 +67,13 @@ def test_gpu_facts_with_the_driver(monkeypatch, name, check_mode):
     assert gpu0["numa_node"] == 0 and gpu0["cpu_affinity"][0] == 0
     assert [gpu["index"] for gpu in facts["gpus"]] == list(range(summary["gpu_count"]))
     assert facts["topology"]["nics"] == [nic["name"] for nic in summary["nics"]]
+    # MIG: capable but off on every GPU; the profiles of the GPU the capture lists, no instances.
+    mig_capable = name in ("dgx-h100", "hgx-a100", "hgx-b200")
+    assert (facts["mig_capable"], facts["mig_enabled"], facts["mig_pending"]) == (mig_capable, False, False)
+    assert {gpu["mig_mode"] for gpu in facts["gpus"]} == ({"disabled"} if mig_capable else {None})
+    assert all(gpu["mig_instances"] is None for gpu in facts["gpus"])
+    listed = [gpu for gpu in facts["gpus"] if gpu["mig_profiles"]]
+    assert [len(gpu["mig_profiles"]) for gpu in listed] == ([7] if mig_capable else [])
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -101,13 +112,51 @@ def test_gpu_facts_without_topology(monkeypatch, tmp_path):
     (device / "numa_node").write_text("1\n")
     (device / "local_cpulist").write_text("56-111,168-223\n")
     node = Node(monkeypatch, BINARIES, outputs)
-    facts = run_module(gpu_facts.main, {"topology": False, "sysfs_root": str(tmp_path)}).result
+    facts = run_module(gpu_facts.main, {"topology": False, "mig": False, "sysfs_root": str(tmp_path)}).result
     facts = facts["ansible_facts"]["nvidia_gpu"]
     assert len(node.calls) == 2
     gpu4 = facts["gpus"][4]
     assert gpu4["numa_node"] == 1 and len(gpu4["cpu_affinity"]) == 112
     assert facts["gpus"][0]["numa_node"] is None and facts["gpus"][0]["cpu_affinity"] is None
     assert gpu4["nearest_nics"] == [] and facts["topology"]["links"] == {}
+
+
+def test_gpu_facts_reads_the_mig_instances_of_a_gpu_with_mig_on(monkeypatch):
+    """The A100 capture with MIG on: -lgip, -lgi and -lci after -q -x, each instance with its
+    compute instances; 'No compute instances found' arrives with a non-zero exit code. (The MIG
+    captures are of other GPUs than the XML's: the module matches them by GPU index only.)"""
+    xml = fixture("smi_xml", "a100_sxm4_80gb_mig_4x1g20gb_v12.xml")
+    smi = "/usr/bin/nvidia-smi"
+    outputs = {
+        (smi, "-q", "-x"): (0, xml, ""),
+        (smi, "mig", "-lgip"): (0, fixture("mig", "a30_lgip_5_profiles_with_me_variants.txt"), ""),
+        (smi, "mig", "-lgi"): (0, fixture("mig", "a100_40gb_lgi_3_instances_4g_2g_1g.txt"), ""),
+        (smi, "mig", "-lci"): (0, fixture("mig", "a100_40gb_lci_4_instances_two_1c_in_one_gi.txt"), ""),
+    }
+    node = Node(monkeypatch, {"nvidia-smi": smi}, outputs)
+    facts = run_module(gpu_facts.main, {"topology": False}).result["ansible_facts"]["nvidia_gpu"]
+    assert node.calls == [list(argv) for argv in outputs]
+    assert facts["mig_enabled"] and facts["mig_capable"]
+    gpu0 = facts["gpus"][0]
+    assert (gpu0["mig_mode"], gpu0["mig_mode_pending"]) == ("enabled", "enabled")
+    assert [p["name"] for p in gpu0["mig_profiles"]][:2] == ["1g.6gb", "1g.6gb+me"]
+    by_id = {gi["id"]: gi for gi in gpu0["mig_instances"]}
+    assert sorted(by_id) == [2, 3, 9]
+    assert by_id[3]["profile"] == "2g.10gb" and by_id[3]["placement"] == {"start": 4, "size": 2}
+    assert [ci["id"] for ci in by_id[3]["compute_instances"]] == [0, 1]
+    assert by_id[3]["compute_instances"][1] == {"id": 1, "profile": "1c.2g.10gb", "profile_id": 0}
+
+    outputs[smi, "mig", "-lgi"] = (6, "No GPU instances found: Not Found\n", "")
+    outputs[smi, "mig", "-lci"] = (6, "No compute instances found: Not Found\n", "")
+    node = Node(monkeypatch, {"nvidia-smi": smi}, outputs)
+    exited = run_module(gpu_facts.main, {"topology": False})
+    assert not [w for w in node.warnings if "mig" in w]
+    assert exited.result["ansible_facts"]["nvidia_gpu"]["gpus"][0]["mig_instances"] == []
+
+    outputs[smi, "mig", "-lci"] = (2, "", "Insufficient Permissions\n")
+    node = Node(monkeypatch, {"nvidia-smi": smi}, outputs)
+    run_module(gpu_facts.main, {"topology": False})
+    assert any("nvidia-smi mig -lci` failed (rc 2): Insufficient Permissions" in w for w in node.warnings)
 
 
 def test_gpu_facts_with_no_gpu(monkeypatch):
