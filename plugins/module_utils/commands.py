@@ -5,6 +5,12 @@
 from __future__ import annotations
 
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import (
+    MIG_NOTHING,
+    parse_mig_compute_instances,
+    parse_mig_instances,
+    parse_mig_profiles,
+)
 
 
 def first_line(*texts):
@@ -32,3 +38,24 @@ def parse_or_fail(module, parser, text, argv):
             line_number=exc.line_number,
             line=exc.line,
         )
+
+
+def read_mig(module, nvidia_smi, gpus, profiles=True):
+    """``nvidia-smi mig -lgip`` where a GPU can do MIG (``profiles``), ``-lgi`` and ``-lci`` where one
+    has it on; ``{"profiles", "instances", "compute"}`` with what was read (``gpus``: the parsed
+    ``-q -x`` GPUs). "No ... found" comes with a non-zero exit code and reads as none; another
+    failure is a warning, and that key is left out."""
+    if not any(gpu["mig_mode"] for gpu in gpus):
+        return {}
+    calls = [("profiles", "-lgip", parse_mig_profiles)] if profiles else []
+    if any(gpu["mig_mode"] == "enabled" for gpu in gpus):
+        calls += [("instances", "-lgi", parse_mig_instances), ("compute", "-lci", parse_mig_compute_instances)]
+    out = {}
+    for key, flag, parser in calls:
+        argv = [nvidia_smi, "mig", flag]
+        rc, stdout, stderr = run(module, argv)
+        if rc == 0 or MIG_NOTHING.fullmatch((first_line(stdout, stderr) or "").strip()):
+            out[key] = parse_or_fail(module, parser, stdout if rc == 0 else "", argv)
+        else:
+            module.warn("`{}` failed (rc {}): {}".format(" ".join(argv), rc, first_line(stderr, stdout)))
+    return out

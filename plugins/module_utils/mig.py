@@ -283,3 +283,153 @@ def caps_minor(gpu_minor, gpu_instance, compute_instance=None):
     if not 0 <= compute_instance < CAPS_COMPUTE_INSTANCES:
         raise ValueError(f"compute instance id {compute_instance} is outside 0..{CAPS_COMPUTE_INSTANCES - 1}")
     return base + 1 + compute_instance
+
+
+# --- A node's layout (the mig role's mig_layout) against its GPUs ------------------------------
+LAYOUT_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?")
+LAYOUT_KEYS = {"name", "gpus"}
+ENTRY_KEYS = {"devices", "profiles"}
+
+
+def _is_count(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _entry_devices(entry, count):
+    """The GPU indices an entry names: 'all', or a list of indices."""
+    devices = entry.get("devices", "all")
+    if devices == "all":
+        return list(range(count))
+    return list(devices)
+
+
+def layout_shape_problems(layout, variable="mig_layout"):
+    """What is wrong with the layout's shape, before any GPU is looked at."""
+    if not isinstance(layout, dict):
+        return [f"{variable} must be a dict with name and gpus (got {type(layout).__name__})"]
+    out = []
+    unknown = sorted(set(layout) - LAYOUT_KEYS)
+    if unknown:
+        out.append(f"{variable} has unknown keys {', '.join(map(str, unknown))}: it takes name and gpus")
+    name = layout.get("name")
+    if not isinstance(name, str) or not LAYOUT_NAME.fullmatch(name):
+        out.append(
+            f"{variable}.name must be lowercase letters, digits, '.' and '-', 1 to 63 long (a Kubernetes label "
+            f"value and a mig-parted config name), such as h100-inference; got {name!r}"
+        )
+    gpus = layout.get("gpus")
+    if not isinstance(gpus, list) or not gpus:
+        out.append(f"{variable}.gpus must list at least one entry, such as {{devices: all, profiles: {{1g.10gb: 7}}}}")
+        return out
+    for number, entry in enumerate(gpus):
+        where = f"{variable}.gpus[{number}]"
+        if not isinstance(entry, dict):
+            out.append(f"{where} must be a dict with devices and profiles")
+            continue
+        unknown = sorted(set(entry) - ENTRY_KEYS)
+        if unknown:
+            out.append(f"{where} has unknown keys {', '.join(map(str, unknown))}: it takes devices and profiles")
+        devices = entry.get("devices", "all")
+        if devices != "all" and not (
+            isinstance(devices, list) and devices and all(_is_count(d) and d >= 0 for d in devices)
+        ):
+            out.append(f"{where}.devices must be 'all' or a list of GPU indices such as [0, 1]; got {devices!r}")
+        profiles = entry.get("profiles", {})
+        if profiles is None:
+            profiles = {}
+        if not isinstance(profiles, dict):
+            out.append(
+                f"{where}.profiles must map profile names to counts, such as {{1g.10gb: 7}}; empty turns MIG off"
+            )
+    return out
+
+
+def layout_problems(layout, nvidia_gpu, variable="mig_layout"):
+    """Every reason the layout cannot be applied to this node's GPUs (``nvidia_gpu`` facts): its
+    shape, GPU indices the node lacks, a GPU named twice, a GPU without MIG, and each GPU's
+    profiles against the GPU's own table (the nearest layouts that fit are offered)."""
+    out = layout_shape_problems(layout, variable)
+    if out:
+        return out
+    gpus = (nvidia_gpu or {}).get("gpus") or []
+    count = len(gpus)
+    seen = {}
+    for number, entry in enumerate(layout["gpus"]):
+        where = f"{variable}.gpus[{number}]"
+        devices = _entry_devices(entry, count)
+        missing = [d for d in devices if d >= count]
+        if missing:
+            out.append(
+                f"{where}.devices names GPU {', '.join(map(str, missing))}; this node has {count} (0 to {count - 1})"
+            )
+        for index in devices:
+            if index in seen and index < count:
+                out.append(f"{where}.devices names GPU {index} again (already in {variable}.gpus[{seen[index]}])")
+            seen.setdefault(index, number)
+        profiles = entry.get("profiles") or {}
+        if not profiles:
+            continue
+        for index in sorted({d for d in devices if d < count}):
+            gpu = gpus[index]
+            product = gpu.get("name") or "an unnamed GPU"
+            table = for_device(gpu.get("pci_device_id"))
+            if table is None:
+                out.append(
+                    f"{where}: GPU {index} ({product}, PCI id {gpu.get('pci_device_id')}) cannot do MIG; give it "
+                    f"profiles: {{}} or leave it out of {where}.devices"
+                )
+                continue
+            message = refusal(table, profiles, f"{where}.profiles on GPU {index} ({product})")
+            if message:
+                out.append(message)
+    return out
+
+
+def desired(layout, count):
+    """``{index: {"mig": "enabled"|"disabled", "instances": {profile: count}}}`` of the GPUs the
+    layout names; the others are left as they are."""
+    out = {}
+    for entry in layout["gpus"]:
+        profiles = {name: n for name, n in (entry.get("profiles") or {}).items() if n}
+        for index in _entry_devices(entry, count):
+            out[index] = {"mig": "enabled" if profiles else "disabled", "instances": dict(sorted(profiles.items()))}
+    return out
+
+
+def current(nvidia_gpu):
+    """The same shape from the facts: each GPU's MIG mode and the profiles of its GPU instances."""
+    out = {}
+    for gpu in (nvidia_gpu or {}).get("gpus") or []:
+        counts = {}
+        # A GPU instance without a compute instance is no MIG device: nothing can run on it.
+        for instance in gpu.get("mig_instances") or []:
+            if instance.get("compute_instances"):
+                counts[instance["profile"]] = counts.get(instance["profile"], 0) + 1
+        out[gpu["index"]] = {"mig": gpu.get("mig_mode") or "disabled", "instances": dict(sorted(counts.items()))}
+    return out
+
+
+def _side(state):
+    mode = "MIG " + state["mig"]
+    return mode + (" " + describe(state["instances"]) if state["instances"] else "")
+
+
+def summary(change):
+    """'GPU 0 (NVIDIA H100 80GB HBM3): MIG disabled -> MIG enabled 1g.10gb x 7'."""
+    return "GPU {} ({}): {} -> {}".format(
+        change["gpu"], change["name"], _side(change["before"]), _side(change["after"])
+    )
+
+
+def changes(layout, nvidia_gpu):
+    """Per GPU that is not in its layout: ``{"gpu", "name", "before", "after"}``, in index order."""
+    now = current(nvidia_gpu)
+    names = {gpu["index"]: gpu.get("name") for gpu in (nvidia_gpu or {}).get("gpus") or []}
+    out = []
+    for index, want in sorted(desired(layout, len(now)).items()):
+        have = now.get(index)
+        if have is None:
+            continue
+        if have != want:
+            out.append({"gpu": index, "name": names.get(index), "before": have, "after": want})
+    return out

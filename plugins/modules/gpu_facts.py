@@ -189,16 +189,9 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuops.cluster.plugins.module_utils.commands import first_line, parse_or_fail, run
+from ansible_collections.gpuops.cluster.plugins.module_utils.commands import first_line, parse_or_fail, read_mig, run
 from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts
-from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import (
-    MIG_NOTHING,
-    parse_mig_compute_instances,
-    parse_mig_instances,
-    parse_mig_profiles,
-    parse_query_xml,
-    parse_topo,
-)
+from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import parse_query_xml, parse_topo
 from ansible_collections.gpuops.cluster.plugins.module_utils.pci import classify, parse_lspci
 
 
@@ -211,26 +204,6 @@ def _sysfs_reader(root):
             return None
 
     return read
-
-
-def _mig(module, nvidia_smi, query):
-    """``mig -lgip`` where a GPU can do MIG, ``-lgi`` and ``-lci`` where one has it on."""
-    gpus = query["gpus"] if query else []
-    if not module.params["mig"] or not any(gpu["mig_mode"] for gpu in gpus):
-        return {}
-    calls = [("profiles", "-lgip", parse_mig_profiles)]
-    if any(gpu["mig_mode"] == "enabled" for gpu in gpus):
-        calls += [("instances", "-lgi", parse_mig_instances), ("compute", "-lci", parse_mig_compute_instances)]
-    out = {}
-    for key, flag, parser in calls:
-        argv = [nvidia_smi, "mig", flag]
-        rc, stdout, stderr = run(module, argv)
-        # "No GPU instances found: Not Found" comes with a non-zero exit code.
-        if rc == 0 or MIG_NOTHING.fullmatch((first_line(stdout, stderr) or "").strip()):
-            out[key] = parse_or_fail(module, parser, stdout if rc == 0 else "", argv)
-        else:
-            module.warn("`{}` failed (rc {}): {}".format(" ".join(argv), rc, first_line(stderr, stdout)))
-    return out
 
 
 def main():
@@ -287,7 +260,7 @@ def main():
         else:
             module.warn("`{}` failed (rc {}): {}".format(" ".join(argv), rc, first_line(err, out)))
 
-    mig = _mig(module, nvidia_smi, query)
+    mig = read_mig(module, nvidia_smi, query["gpus"] if query else []) if params["mig"] else {}
     facts = build_gpu_facts(pci, query, topology, _sysfs_reader(params["sysfs_root"]), smi_error, mig=mig)
     module.exit_json(changed=False, ansible_facts={"nvidia_gpu": facts})
 

@@ -48,10 +48,12 @@ class Node:
         raise Exited(True, result)
 
 
-def run_module(main, args=None, check_mode=False):
+def run_module(main, args=None, check_mode=False, diff=False):
     args = dict(args or {})
     if check_mode:
         args["_ansible_check_mode"] = True
+    if diff:
+        args["_ansible_diff"] = True
     with patch_module_args(args), pytest.raises(Exited) as exited:
         main()
     return exited.value

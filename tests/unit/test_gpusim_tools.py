@@ -164,22 +164,24 @@ def test_nvidia_smi_mig_instances_are_kept_and_listed(nvidia_smi, tmp_path):
     assert nothing.stdout == "No MIG-enabled devices found.\n" and nothing.returncode == 6
     assert smi("-i", "0", "-mig", "1").stdout == "Enabled MIG Mode for GPU 00000000:53:00.0\nAll done.\n"
     assert smi("mig", "-lgi").stdout == "No GPU instances found: Not Found\n"
-    created = smi("mig", "-i", "0", "-cgi", "9,2g.20gb,19", "-C")
-    assert created.returncode == 0 and created.stdout.count("Successfully created") == 6
+    created = smi("mig", "-i", "0", "-cgi", "9,2g.20gb,19,1g.10gb", "-C")
+    assert created.returncode == 0 and created.stdout.count("Successfully created") == 8
     full = smi("mig", "-i", "0", "-cgi", "19")
     assert full.returncode != 0 and "Insufficient Resources" in full.stdout
+    # Where a real H100 put the same four (NVIDIA/DCGM#138): 3g at 4:4, the others from slice 0.
     gis = nvidia_smi_parsers.parse_mig_instances(smi("mig", "-lgi").stdout)
     assert [(g["name"], g["placement"]["start"], g["placement"]["size"]) for g in gis] == [
-        ("3g.40gb", 0, 4),
-        ("2g.20gb", 4, 2),
-        ("1g.10gb", 6, 1),
+        ("2g.20gb", 0, 2),
+        ("1g.10gb", 2, 1),
+        ("1g.10gb", 3, 1),
+        ("3g.40gb", 4, 4),
     ]
     cis = nvidia_smi_parsers.parse_mig_compute_instances(smi("mig", "-lci").stdout)
     assert sorted(c["gpu_instance_id"] for c in cis) == sorted(g["instance_id"] for g in gis)
     xml = nvidia_smi_parsers.parse_query_xml(smi("-q", "-x").stdout)
-    assert (xml["gpus"][0]["mig_mode"], xml["gpus"][0]["mig_devices"]) == ("enabled", 3)
+    assert (xml["gpus"][0]["mig_mode"], xml["gpus"][0]["mig_devices"]) == ("enabled", 4)
     assert (xml["gpus"][1]["mig_mode"], xml["gpus"][1]["mig_devices"]) == ("disabled", 0)
-    assert smi("-L").stdout.count("  MIG ") == 3
+    assert smi("-L").stdout.count("  MIG ") == 4
     # The caps nodes of each instance, at the minors the driver gives them.
     assert sorted(p.name for p in (tmp_path / "nvidia-caps").iterdir()) == sorted(
         f"nvidia-cap{mig.caps_minor(0, g['instance_id'], ci)}" for g in gis for ci in (None, 0)
@@ -283,3 +285,97 @@ def test_dcgmi_needs_the_host_engine(container_tools):
     result = run_with_smi(container_tools, "dcgmi", "discovery", "-l", "--host", "127.0.0.1:1")
     assert result.returncode == 255
     assert "Unable to connect to host engine" in result.stdout
+
+
+# --- The stand-in nvidia-mig-parted applies a mig-parted config through the stand-in nvidia-smi ---
+MIG_CONFIG = """\
+version: v1
+mig-configs:
+  all-disabled:
+    - devices: all
+      mig-enabled: false
+  mixed:
+    - devices: [0]
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 7}
+    - devices: [1]
+      mig-enabled: true
+      mig-devices: {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}
+"""
+
+
+@pytest.fixture
+def mig_parted(container_tools, repo_builder, nvidia_smi, tmp_path):
+    tool = tmp_path / "nvidia-mig-parted"
+    tool.write_text(repo_builder._template("nvidia-mig-parted.py", VERSION="0.15.0"))
+    (tmp_path / "config.yaml").write_text(MIG_CONFIG)
+    log = tmp_path / "hooks.log"
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f'#!/bin/sh\necho "$MIG_PARTED_HOOK" >> {log}\n')
+    hook.chmod(0o755)
+    hooks = {
+        "version": "v1",
+        "hooks": {
+            n: [{"command": str(hook), "args": [n]}]
+            for n in ("apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit")
+        },
+    }
+    (tmp_path / "hooks.yaml").write_text(json.dumps(hooks))
+    env = {
+        "GPUSIM_NVIDIA_SMI": str(container_tools["nvidia-smi"]),
+        "GPUSIM_MIG_STATE": str(tmp_path / "mig.json"),
+        "GPUSIM_DEV_ROOT": str(tmp_path),
+        "GPUSIM_FAULTS": str(tmp_path / "faults.json"),
+    }
+
+    def call(*args, profile="hgx-a100"):
+        return run(tool, *args, profile=profile, env_extra=env)
+
+    call.tmp, call.log = tmp_path, log
+    call.smi = lambda *a: run(nvidia_smi, *a, profile="hgx-a100", env_extra=env)
+    return call
+
+
+def test_mig_parted_applies_a_config_and_asserts_it(mig_parted):
+    cfg = ["-f", str(mig_parted.tmp / "config.yaml"), "-c", "mixed"]
+    assert mig_parted("assert", *cfg).returncode == 1
+    applied = mig_parted("apply", *cfg, "-k", str(mig_parted.tmp / "hooks.yaml"))
+    assert applied.returncode == 0, applied.stderr
+    assert mig_parted.log.read_text().split() == ["apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit"]
+    assert mig_parted("assert", *cfg).returncode == 0
+    gis = nvidia_smi_parsers.parse_mig_instances(mig_parted.smi("mig", "-lgi").stdout)
+    assert sorted(g["name"] for g in gis if g["gpu"] == 1) == ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"]
+    assert [g["name"] for g in gis if g["gpu"] == 0] == ["1g.10gb"] * 7
+    # Again: nothing to do, only the start and exit hooks run.
+    mig_parted.log.write_text("")
+    assert mig_parted("apply", *cfg, "-k", str(mig_parted.tmp / "hooks.yaml")).returncode == 0
+    assert mig_parted.log.read_text().split() == ["apply-start", "apply-exit"]
+    exported = mig_parted("export").stdout
+    assert "mig-enabled: true" in exported and "3g.40gb: 1" in exported
+    off = mig_parted("apply", "-f", str(mig_parted.tmp / "config.yaml"), "-c", "all-disabled")
+    assert off.returncode == 0 and "No MIG-enabled devices found." in mig_parted.smi("mig", "-lgi").stdout
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        (
+            MIG_CONFIG.replace("mig-enabled: false", "mig-enabled: false\n      mig-devicez: {}"),
+            "unknown field 'mig-devicez'",
+        ),
+        (MIG_CONFIG.replace("version: v1", "version: v2"), "unknown version"),
+        (MIG_CONFIG.replace('      mig-devices: {"1g.10gb": 7}\n', ""), "missing 'mig-devices' field"),
+    ],
+)
+def test_mig_parted_refuses_what_the_real_schema_refuses(mig_parted, config, words):
+    (mig_parted.tmp / "config.yaml").write_text(config)
+    result = mig_parted("apply", "-f", str(mig_parted.tmp / "config.yaml"), "-c", "mixed")
+    assert result.returncode == 1 and words in result.stderr
+    assert "No MIG-enabled devices found." in mig_parted.smi("mig", "-lgi").stdout
+
+
+def test_mig_parted_stops_where_a_busy_gpu_keeps_the_mode_pending(mig_parted):
+    (mig_parted.tmp / "faults.json").write_text(json.dumps({"gpu_processes": [{"pid": 9, "gpu": 1}]}))
+    result = mig_parted("apply", "-f", str(mig_parted.tmp / "config.yaml"), "-c", "mixed")
+    assert result.returncode == 1 and "MIG mode change pending on GPU 1" in result.stderr
+    assert "reboot the node" in result.stderr

@@ -14,6 +14,9 @@ point at a site mirror:
                                                mirror its own debuild output
     hpcx/v2.21/hpcx-v2.21-...-x86_64.tbz       an HPC-X archive (SHARP, its NCCL plugin, UCX)
     dcgm-exporter/v4.5.2/dcgm-exporter         dcgm-exporter as a bare binary (and .sha256)
+    NVIDIA/mig-parted/releases/download/v0.15.0/nvidia-mig-manager_0.15.0-1_amd64.deb
+                                               the MIG manager package as GitHub releases
+                                               publish it (and .sha256); no apt repository
     nccl-tests/v2.16.8.tar.gz                  a source archive with nccl-tests' name (and .sha256)
     keys/gpusim-archive-keyring.gpg            the signing key (binary keyring for signed-by)
     keys/gpusim-archive-keyring.asc            the same, ASCII-armoured
@@ -537,6 +540,69 @@ esac
 """
 
 
+# nvidia-mig-manager: GitHub release assets (github.com/NVIDIA/mig-parted/releases/download/v<V>/
+# nvidia-mig-manager_<V>-1_amd64.deb); the files of the real package (deployments/systemd at v0.15.0,
+# shared/facts/k8s_mig_validation.md section 2.2), the tool a stand-in that applies through nvidia-smi.
+MIG_MANAGER = ["0.15.0-1"]
+MIG_MANAGER_PATH = "NVIDIA/mig-parted/releases/download"
+MIG_MANAGER_UNIT = """[Unit]
+Description=NVIDIA MIG Manager service (gpusim stand-in)
+DefaultDependencies=no
+After=nvidia-persistenced.service nvidia-fabricmanager.service
+Before=nvidia-gpu-reset.target
+
+[Service]
+Type=oneshot
+Environment=MIG_PARTED_CONFIG_FILE=/etc/nvidia-mig-manager/config.yaml
+Environment=MIG_PARTED_HOOKS_FILE=/etc/nvidia-mig-manager/hooks.yaml
+ExecStart=/etc/nvidia-mig-manager/service.sh
+TimeoutStartSec=480
+
+[Install]
+WantedBy=multi-user.target nvidia-gpu-reset.target
+"""
+MIG_MANAGER_SERVICE_SH = """#!/bin/sh
+# gpusim stand-in for the MIG manager's service.sh: apply the selected config. (The real one also
+# writes config.yaml from the hardware at every boot; a site's own config lives in the file that
+# MIG_PARTED_CONFIG_FILE names.)
+set -e
+exec /usr/bin/nvidia-mig-parted apply -f "${MIG_PARTED_CONFIG_FILE}" -c "${MIG_PARTED_SELECTED_CONFIG}" \\
+  -k "${MIG_PARTED_HOOKS_FILE}"
+"""
+
+
+def mig_manager_packages() -> list[Package]:
+    pkgs = []
+    for ver in MIG_MANAGER:
+        pkg = Package(
+            "nvidia-mig-manager",
+            ver,
+            MIG_MANAGER_PATH,
+            "NVIDIA MIG Partition Editor and systemd service",
+            depends=["python3-yaml"],  # the stand-in tool is Python; the real one is a Go binary
+        )
+        v = ver.split("-", maxsplit=1)[0]
+        pkg.files["/usr/bin/nvidia-mig-parted"] = (_template("nvidia-mig-parted.py", VERSION=v), 0o755)
+        pkg.files["/usr/lib/systemd/system/nvidia-mig-manager.service"] = (MIG_MANAGER_UNIT, 0o644)
+        pkg.files["/usr/lib/systemd/system/nvidia-gpu-reset.target"] = (
+            "[Unit]\nDescription=NVIDIA GPU reset target (gpusim stand-in)\n",
+            0o644,
+        )
+        pkg.files["/etc/systemd/system/nvidia-mig-manager.service.d/override.conf"] = (
+            '[Service]\nEnvironment="MIG_PARTED_SELECTED_CONFIG=all-disabled"\n',
+            0o644,
+        )
+        pkg.files["/etc/nvidia-mig-manager/service.sh"] = (MIG_MANAGER_SERVICE_SH, 0o755)
+        pkg.files["/etc/nvidia-mig-manager/config.yaml"] = (
+            "version: v1\nmig-configs:\n  all-disabled:\n    - devices: all\n      mig-enabled: false\n",
+            0o644,
+        )
+        pkg.files["/etc/nvidia-mig-manager/hooks.yaml"] = ("version: v1\nhooks: {}\n", 0o644)
+        pkg.postinst += DAEMON_RELOAD
+        pkgs.append(pkg)
+    return pkgs
+
+
 def slurm_smd_packages() -> list[Package]:
     pkgs = []
     for ver in SLURM_SMD:
@@ -853,6 +919,14 @@ def build(out: Path, cache: Path) -> None:
             binary.write_text(_template("dcgm-exporter.py", VERSION=exporter_version(ver, dcgm)))
             (binary.parent / "dcgm-exporter.sha256").write_text(
                 f"{hashlib.sha256(binary.read_bytes()).hexdigest()}  dcgm-exporter\n"
+            )
+        # The MIG manager as GitHub releases publish it: a .deb per release, no repository.
+        for pkg in mig_manager_packages():
+            deb = tmp / pkg.repo / f"v{pkg.version.split('-', maxsplit=1)[0]}" / pkg.filename
+            deb.parent.mkdir(parents=True)
+            deb.write_bytes(build_deb(pkg))
+            (deb.parent / f"{pkg.filename}.sha256").write_text(
+                f"{hashlib.sha256(deb.read_bytes()).hexdigest()}  {pkg.filename}\n"
             )
         (tmp / "index.html").write_text("gpusim stand-in repository\n")
         for d in [tmp, *tmp.rglob("*")]:

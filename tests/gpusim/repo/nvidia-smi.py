@@ -365,7 +365,10 @@ def create_gpu_instances(argv, rows, indices, state):
             start = None
             if free_count(gpu, profile) > 0:
                 taken = [(gi["start"], gi["size"]) for gi in gpu["gis"]]
-                for candidate in profile["starts"]:
+                # Half-GPU instances take the highest free start, the others the lowest: a real
+                # H100 put 3g.40gb at 4:4 and 2g.20gb, 1g.10gb x 2 at 0:2, 2:1, 3:1 (NVIDIA/DCGM#138).
+                starts = profile["starts"][::-1] if profile["size"] == 4 else profile["starts"]
+                for candidate in starts:
                     if all(candidate + profile["size"] <= s or s + z <= candidate for s, z in taken):
                         start = candidate
                         break

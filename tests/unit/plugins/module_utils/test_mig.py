@@ -142,3 +142,73 @@ def test_caps_minors_are_those_of_a_real_a100():
     assert mig.caps_minor(3, 3, 3) == 439 and mig.caps_minor(31, 14, 7) == 4322 and mig.caps_minor(0, 0) == 3
     with pytest.raises(ValueError, match="compute instance id 8"):
         mig.caps_minor(0, 0, 8)
+
+
+# --- A node's layout against its GPUs (mig_layout) ---------------------------------------------
+def node(*device_ids, mig_mode="disabled"):
+    """nvidia_gpu facts of a node with these GPUs."""
+    return {
+        "gpus": [
+            {"index": i, "name": f"GPU model {d}", "pci_device_id": d, "mig_mode": mig_mode, "mig_instances": None}
+            for i, d in enumerate(device_ids)
+        ]
+    }
+
+
+H100_NODE = node(*["0x2330"] * 8)
+
+
+def test_the_seed_tutorial_layout_is_refused_on_every_gpu_it_names():
+    layout = {"name": "tutorial", "gpus": [{"devices": [0], "profiles": {"7g.40gb": 7}}]}
+    (message,) = mig.layout_problems(layout, H100_NODE)
+    assert message.startswith("mig_layout.gpus[0].profiles on GPU 0 (GPU model 0x2330): 7g.40gb x 7 does not fit")
+    assert "Nearest layouts that fit: 7g.80gb x 1; 1g.10gb x 7." in message
+
+
+@pytest.mark.parametrize(
+    ("layout", "words"),
+    [
+        ({"name": "Bad Name", "gpus": [{"devices": "all", "profiles": {}}]}, "mig_layout.name must be lowercase"),
+        ({"name": "a", "gpus": []}, "mig_layout.gpus must list at least one entry"),
+        ({"name": "a", "gpus": [{"devices": [8], "profiles": {}}]}, "names GPU 8; this node has 8 (0 to 7)"),
+        ({"name": "a", "gpus": [{"devices": "some"}]}, "devices must be 'all' or a list of GPU indices"),
+        ({"name": "a", "gpus": [{"devices": [0], "profile": {}}]}, "has unknown keys profile"),
+        ({"name": "a", "gpus": [{"devices": "all"}, {"devices": [3]}]}, "names GPU 3 again (already in"),
+        ({"name": "a", "gpus": [{"profiles": ["1g.10gb"]}]}, "profiles must map profile names to counts"),
+        ("h100", "mig_layout must be a dict"),
+    ],
+)
+def test_layout_shape_and_gpu_refusals(layout, words):
+    found = mig.layout_problems(layout, H100_NODE)
+    assert any(words in p for p in found), found
+
+
+def test_a_gpu_without_mig_is_named():
+    l40s = node("0x26B9", "0x2330", mig_mode=None)
+    layout = {"name": "mixed", "gpus": [{"devices": "all", "profiles": {"1g.10gb": 7}}]}
+    (message,) = mig.layout_problems(layout, l40s)
+    assert "GPU 0 (GPU model 0x26B9, PCI id 0x26B9) cannot do MIG" in message
+    # MIG off on it is fine.
+    layout["gpus"] = [{"devices": [0]}, {"devices": [1], "profiles": {"1g.10gb": 7}}]
+    assert mig.layout_problems(layout, l40s) == []
+
+
+def test_changes_say_per_gpu_what_differs_and_ignore_gpus_not_named():
+    facts = node("0x2330", "0x2330", "0x2330")
+    facts["gpus"][1].update(
+        mig_mode="enabled",
+        mig_instances=[{"id": 7 + i, "profile": "1g.10gb", "compute_instances": [{"id": 0}]} for i in range(7)],
+    )
+    layout = {"name": "l", "gpus": [{"devices": [0, 1], "profiles": {"1g.10gb": 7}}]}
+    (change,) = mig.changes(layout, facts)
+    assert change == {
+        "gpu": 0,
+        "name": "GPU model 0x2330",
+        "before": {"mig": "disabled", "instances": {}},
+        "after": {"mig": "enabled", "instances": {"1g.10gb": 7}},
+    }
+    # A GPU instance without a compute instance is no MIG device: the GPU is not in its layout.
+    facts["gpus"][1]["mig_instances"][0]["compute_instances"] = []
+    assert [c["gpu"] for c in mig.changes(layout, facts)] == [0, 1]
+    off = {"name": "off", "gpus": [{"devices": "all", "profiles": {}}]}
+    assert [c["gpu"] for c in mig.changes(off, facts)] == [1]

@@ -1,0 +1,57 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: mig_layout_problems
+short_description: Why a MIG layout cannot be applied to a node's GPUs
+version_added: 0.5.0
+description:
+  - Checks a layout (the mig role's C(mig_layout)) against the node's C(ansible_facts.nvidia_gpu),
+    that is its shape, the GPU indices it names, whether each GPU can do MIG, and each GPU's profiles
+    against that GPU model's profile table (placements and the slice budget).
+  - Each problem is one sentence that names the variable and the GPU; an impossible layout comes
+    with what the GPU offers and the nearest layouts that fit.
+author:
+  - gpuops.cluster maintainers (@gpuops-cluster)
+options:
+  _input:
+    description: The layout, a dict with C(name) and C(gpus), each entry of C(gpus) with C(devices) and C(profiles).
+    type: raw
+    required: true
+  nvidia_gpu:
+    description: The node's C(ansible_facts.nvidia_gpu) (from M(gpuops.cluster.gpu_facts)).
+    type: dict
+    required: true
+  variable:
+    description: The variable's name, for the messages.
+    type: str
+    default: mig_layout
+"""
+
+EXAMPLES = r"""
+- name: Refuse an impossible layout
+  ansible.builtin.assert:
+    that: __problems | length == 0
+    fail_msg: "{{ __problems | join(' ') }}"
+  vars:
+    __problems: "{{ mig_layout | gpuops.cluster.mig_layout_problems(ansible_facts.nvidia_gpu) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The problems, one sentence each; empty when the layout fits.
+  type: list
+  elements: str
+"""
+
+from ansible_collections.gpuops.cluster.plugins.module_utils.mig import layout_problems
+
+
+def mig_layout_problems(layout, nvidia_gpu, variable="mig_layout"):
+    return layout_problems(layout, nvidia_gpu, variable)
+
+
+class FilterModule:
+    def filters(self):
+        return {"mig_layout_problems": mig_layout_problems}
