@@ -18,6 +18,7 @@ becomes ``Cores=0-55``.
 
 from __future__ import annotations
 
+from ansible_collections.gpuops.cluster.plugins.module_utils import mig
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError, text_lines
 from ansible_collections.gpuops.cluster.plugins.module_utils.hostlist import hostlist_compress
 from ansible_collections.gpuops.cluster.plugins.module_utils.topology import link_count
@@ -157,32 +158,78 @@ def _bus_key(gpu):
     return str(gpu.get("pci_bus_id") or "").lower()
 
 
+def mig_type(gres_type, profile):
+    """The gres type of a MIG device: the GPU's type and the profile (h100_1g.10gb, as SchedMD's
+    gres.conf page writes a100_3g.20gb); a '+' (1g.10gb+me) becomes '_', which Gres= lines take."""
+    return "{}_{}".format(gres_type, profile.replace("+", "_"))
+
+
+def mig_devices(gpu, label, gres_type):
+    """One record per MIG device (compute instance) of a GPU in MIG mode, in placement order:
+    the GPU's device file with the nvidia-caps files of its GPU and compute instance
+    (MultipleFiles=), typed by the instance's profile."""
+    instances = gpu.get("mig_instances")
+    if instances is None:
+        raise SlurmSpecError(
+            f"{label} ({gpu.get('pci_bus_id')}) is in MIG mode but its GPU instances were not read (gpu_facts "
+            "with mig: false, or nvidia-smi mig -lgi failed): read the facts again with mig: true."
+        )
+    minor = gpu["minor_number"]
+    devices = []
+    for instance in sorted(instances, key=lambda i: ((i.get("placement") or {}).get("start", 0), i["id"])):
+        computes = instance.get("compute_instances") or []
+        for compute in computes:
+            # One compute instance takes the whole GPU instance (its profile); several split it (1c.2g.10gb).
+            profile = instance["profile"] if len(computes) == 1 else compute["profile"]
+            caps = "/dev/nvidia-caps/nvidia-cap{}"
+            devices.append(
+                {
+                    "files": ",".join(
+                        [
+                            f"/dev/nvidia{minor}",
+                            caps.format(mig.caps_minor(minor, instance["id"])),
+                            caps.format(mig.caps_minor(minor, instance["id"], compute["id"])),
+                        ]
+                    ),
+                    "type": mig_type(gres_type, profile),
+                }
+            )
+    return devices
+
+
 def gres_devices(nvidia_gpu, topology, gres_type):
-    """One gres.conf record per GPU, in PCI bus order (Slurm's device numbering).
+    """One gres.conf record per GPU, in PCI bus order (Slurm's device numbering); a GPU in MIG mode
+    gives one record per MIG device instead (``files``: MultipleFiles=, its type the profile's).
 
     ``cores`` is omitted when the affinity is unknown or spans every core (gres.conf(5): then
-    Cores= only slows the scheduler); ``links`` is given only where some GPUs share NVLinks.
+    Cores= only slows the scheduler); ``links`` is given only where some GPUs share NVLinks, and
+    none is given on a node with a GPU in MIG mode (MIG devices have no NVLink peers, and Links=
+    counts across every record of the node).
     """
     gpus = sorted(nvidia_gpu.get("gpus") or [], key=_bus_key)
     links = (nvidia_gpu.get("topology") or {}).get("links") or {}
     all_cores = set(range(topology["sockets_per_board"] * topology["cores_per_socket"]))
     labels = [f"GPU{gpu['index']}" for gpu in gpus]
-    any_nvlink = any(link_count((links.get(a) or {}).get(b)) > 0 for a in labels for b in labels if a != b)
+    any_mig = any(gpu.get("mig_mode") == "enabled" for gpu in gpus)
+    any_nvlink = not any_mig and any(
+        link_count((links.get(a) or {}).get(b)) > 0 for a in labels for b in labels if a != b
+    )
     devices = []
     for gpu, label in zip(gpus, labels):
-        if gpu.get("mig_mode") == "enabled":
-            raise SlurmSpecError(
-                f"{label} ({gpu.get('pci_bus_id')}) is in MIG mode; its instances are not /dev/nvidia<minor> "
-                "devices. Set slurm_gres_autodetect: nvml for MIG nodes."
-            )
         if gpu.get("minor_number") is None:
             raise SlurmSpecError(
                 f"{label} ({gpu.get('pci_bus_id')}) has no minor number in the facts: the driver is not "
                 "loaded. Install the driver first, or set slurm_gres_autodetect: nvml."
             )
-        device = {"file": f"/dev/nvidia{gpu['minor_number']}", "type": gres_type}
         affinity = gpu.get("cpu_affinity") or []
         cores = gpu_cores(affinity, topology, label) if affinity else []
+        if gpu.get("mig_mode") == "enabled":
+            for device in mig_devices(gpu, label, gres_type):
+                if cores and set(cores) != all_cores:
+                    device["cores"] = number_list(cores)
+                devices.append(device)
+            continue
+        device = {"file": f"/dev/nvidia{gpu['minor_number']}", "type": gres_type}
         if cores and set(cores) != all_cores:
             device["cores"] = number_list(cores)
         if any_nvlink:
@@ -219,6 +266,7 @@ def node_spec(lscpu_text, nvidia_gpu, memtotal_mib, *, reserve_percent=5, reserv
         "real_memory": real_memory(memtotal_mib, reserve_percent, reserve_min_mib),
         "gres": "",
         "gres_devices": [],
+        "gpus": 0,
     }
     count = int(nvidia_gpu.get("count") or 0)
     if nvidia_gpu.get("present") and count:
@@ -227,8 +275,12 @@ def node_spec(lscpu_text, nvidia_gpu, memtotal_mib, *, reserve_percent=5, reserv
             raise SlurmSpecError(
                 f"the GPU type {gres_type!r} cannot be a gres type; set slurm_gres_type (letters, digits, - and _)."
             )
-        spec["gres"] = f"gpu:{gres_type}:{count}"
         spec["gres_devices"] = gres_devices(nvidia_gpu, topology, gres_type)
+        counts = {}
+        for device in spec["gres_devices"]:
+            counts[device["type"]] = counts.get(device["type"], 0) + 1
+        spec["gres"] = ",".join(f"gpu:{kind}:{n}" for kind, n in counts.items())
+        spec["gpus"] = count
     return spec
 
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 
@@ -19,7 +20,8 @@ def assert_idle_with_gres(host, gres: dict, partition: str = "", timeout: float 
     for node, expected in gres.items():
         state, reported = rows[node].split()
         assert state == "idle", f"{node}: {state}"
-        assert reported.startswith(expected), f"{node}: {reported}"
+        # Each type with its sockets: gpu:h100_1g.10gb:16(S:0),gpu:h100:5(S:0-1).
+        assert re.sub(r"\([^)]*\)", "", reported).startswith(expected), f"{node}: {reported}"
 
 
 def accounted_gpu_job(host, gres: str, name: str, options: str = "", timeout: float = 120) -> dict:

@@ -185,7 +185,7 @@ def test_node_without_gpus():
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"mig_mode": "enabled"}, "MIG mode"),
+        ({"mig_mode": "enabled"}, "in MIG mode but its GPU instances were not read"),
         ({"minor_number": None}, "no minor number"),
     ],
 )
@@ -217,3 +217,55 @@ def test_groups_identical_hosts_on_one_hostlist():
 def test_groups_refuse_a_list():
     with pytest.raises(AnsibleFilterError, match="expected a mapping"):
         slurm_node_groups(["gpu01"])
+
+
+def gpu_instance(number, profile, start, size, computes):
+    """A GPU instance as gpu_facts reports it, with compute instances of these profiles."""
+    return {
+        "id": number,
+        "profile": profile,
+        "placement": {"start": start, "size": size},
+        "compute_instances": [{"id": i, "profile": p} for i, p in enumerate(computes)],
+    }
+
+
+def test_mig_gpus_give_one_record_per_mig_device_with_its_caps_files():
+    """GPU 0 with 3g.40gb + 2g.20gb + 1g.10gb x 2 (as the stand-in driver places them), GPU 1 with a
+    GPU instance split in two compute instances; the other six GPUs whole."""
+    facts = profile_gpu_facts("dgx-h100")
+    gpu0, gpu1 = facts["gpus"][0], facts["gpus"][1]
+    gpu0["mig_mode"] = gpu1["mig_mode"] = "enabled"
+    gpu0["mig_instances"] = [
+        gpu_instance(1, "3g.40gb", 4, 4, ["3g.40gb"]),
+        gpu_instance(3, "2g.20gb", 0, 2, ["2g.20gb"]),
+        gpu_instance(7, "1g.10gb", 2, 1, ["1g.10gb"]),
+        gpu_instance(8, "1g.10gb+me", 3, 1, ["1g.10gb"]),
+        gpu_instance(9, "1g.10gb", 6, 1, []),  # no compute instance: no MIG device
+    ]
+    gpu1["mig_instances"] = [gpu_instance(3, "2g.20gb", 0, 2, ["1c.2g.20gb", "1c.2g.20gb"])]
+    spec = node_spec(profile("dgx-h100", "lscpu-p.txt"), facts, 2063937)
+    assert spec["gres"].split(",") == [
+        "gpu:h100_2g.20gb:1",
+        "gpu:h100_1g.10gb:1",
+        "gpu:h100_1g.10gb_me:1",
+        "gpu:h100_3g.40gb:1",
+        "gpu:h100_1c.2g.20gb:2",
+        "gpu:h100:6",
+    ]
+    assert spec["gpus"] == 8
+    first = spec["gres_devices"][0]
+    # GPU 0 is /dev/nvidia0; GPU instance 3 is cap 3 + 9 x 3 = 30, its compute instance 0 is 31.
+    assert first == {
+        "files": "/dev/nvidia0,/dev/nvidia-caps/nvidia-cap30,/dev/nvidia-caps/nvidia-cap31",
+        "type": "h100_2g.20gb",
+        "cores": "0-55",
+    }
+    split = [d for d in spec["gres_devices"] if d["type"] == "h100_1c.2g.20gb"]
+    assert [d["files"].split(",")[2] for d in split] == [
+        "/dev/nvidia-caps/nvidia-cap166",
+        "/dev/nvidia-caps/nvidia-cap167",
+    ]
+    assert split[0]["files"].startswith("/dev/nvidia1,/dev/nvidia-caps/nvidia-cap165,")
+    # No Links= on a node with MIG devices; the whole GPUs keep File=.
+    assert all("links" not in d for d in spec["gres_devices"])
+    assert [d["file"] for d in spec["gres_devices"] if "file" in d] == [f"/dev/nvidia{m}" for m in range(2, 8)]
