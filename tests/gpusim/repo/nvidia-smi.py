@@ -260,12 +260,29 @@ def free_count(gpu, profile):
     return max(0, min(count, profile["total"] - same, compute // compute_of(profile["name"])))
 
 
-def targets(argv, count):
-    """The GPU indices of ``-i N[,M]`` (all GPUs without it); None for an index that does not exist."""
+def targets(argv):
+    """The GPUs and the indices of ``-i N[,M]`` (all GPUs without it); None for an index that does
+    not exist, after printing what nvidia-smi prints then."""
+    rows = gpus()
     if "-i" not in argv:
-        return list(range(count))
+        return rows, list(range(len(rows)))
     wanted = [int(i) for i in argv[argv.index("-i") + 1].split(",")]
-    return wanted if all(0 <= i < count for i in wanted) else None
+    if all(0 <= i < len(rows) for i in wanted):
+        return rows, wanted
+    sys.stdout.write("No devices were found\n")
+    return rows, None
+
+
+def busy_gpus():
+    """The GPUs a process holds (faults.json "gpu_processes")."""
+    return {int(p.get("gpu", 0)) for p in faults().get("gpu_processes", [])}
+
+
+def take_mode(gpu, mode):
+    """The GPU's MIG mode becomes ``mode``; with MIG off it has no instances."""
+    gpu["mode"] = mode
+    if mode == "Disabled":
+        gpu["gis"] = []
 
 
 def set_mig_mode(argv):
@@ -273,16 +290,14 @@ def set_mig_mode(argv):
     if value not in ("0", "1"):
         sys.stderr.write("Invalid MIG mode: use 0 (disable) or 1 (enable)\n")
         return 2
-    rows = gpus()
     if not mig_profiles():
         sys.stdout.write("Unable to {} MIG Mode: Not Supported\n".format("enable" if value == "1" else "disable"))
         return 3
-    indices = targets(argv, len(rows))
+    rows, indices = targets(argv)
     if indices is None:
-        sys.stdout.write("No devices were found\n")
         return 6
     state = mig_state()
-    busy = {int(p.get("gpu", 0)) for p in faults().get("gpu_processes", [])}
+    busy = busy_gpus()
     mode = "Enabled" if value == "1" else "Disabled"
     for index in indices:
         gpu = gpu_mig(state, index)
@@ -297,9 +312,7 @@ def set_mig_mode(argv):
                 "using the device and retry the command or reboot the system to make MIG mode effective.\n"
             )
             continue
-        gpu["mode"] = mode
-        if mode == "Disabled":
-            gpu["gis"] = []
+        take_mode(gpu, mode)
         sys.stdout.write(f"{mode} MIG Mode for GPU {bus}\n")
     save_mig_state(state)
     sys.stdout.write("All done.\n")
@@ -308,12 +321,10 @@ def set_mig_mode(argv):
 
 def gpu_reset(argv):
     """-r / --gpu-reset: a pending MIG mode takes effect (refused while processes hold the GPU)."""
-    rows = gpus()
-    indices = targets(argv, len(rows))
+    rows, indices = targets(argv)
     if indices is None:
-        sys.stdout.write("No devices were found\n")
         return 6
-    busy = {int(p.get("gpu", 0)) for p in faults().get("gpu_processes", [])}
+    busy = busy_gpus()
     state = mig_state()
     for index in indices:
         bus = rows[index]["pci.bus_id"]
@@ -321,9 +332,7 @@ def gpu_reset(argv):
             sys.stdout.write(f"GPU {bus} is currently in use by another process.\n")
             return 255
         gpu = gpu_mig(state, index)
-        gpu["mode"] = gpu["pending"]
-        if gpu["mode"] == "Disabled":
-            gpu["gis"] = []
+        take_mode(gpu, gpu["pending"])
         sys.stdout.write(f"GPU {bus} was successfully reset.\n")
     save_mig_state(state)
     sys.stdout.write("All done.\n")
@@ -521,10 +530,8 @@ def list_instances(indices, state, compute):
 
 
 def mig(argv):
-    rows = gpus()
-    indices = targets(argv, len(rows))
+    rows, indices = targets(argv)
     if indices is None:
-        sys.stdout.write("No devices were found\n")
         return 6
     state = mig_state()
     flags = set(argv)
