@@ -37,12 +37,17 @@ def read(name):
 FAULTS = os.environ.get("GPUSIM_FAULTS", "/etc/gpusim/faults.json")
 
 
-def faults():
+def read_json(path):
+    """A JSON state file's content; {} where there is none (or it is unreadable)."""
     try:
-        with open(FAULTS) as handle:
+        with open(path) as handle:
             return json.load(handle)
     except (OSError, ValueError):
         return {}
+
+
+def faults():
+    return read_json(FAULTS)
 
 
 def degrade_pcie(text):
@@ -225,11 +230,7 @@ def compute_of(name):
 
 
 def mig_state():
-    try:
-        with open(MIG_STATE) as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return {}
+    return read_json(MIG_STATE)
 
 
 def save_mig_state(state):
