@@ -433,3 +433,121 @@ def changes(layout, nvidia_gpu):
         if have != want:
             out.append({"gpu": index, "name": names.get(index), "before": have, "after": want})
     return out
+
+
+# The layout every mig-parted config carries: the MIG manager's default, and where a node goes
+# back to when its layout is taken away.
+ALL_DISABLED = "all-disabled"
+
+
+def parted_entries(layout):
+    """The layout's ``mig-configs`` entries in nvidia-mig-parted's v1 schema."""
+    out = []
+    for entry in layout["gpus"]:
+        profiles = {name: n for name, n in (entry.get("profiles") or {}).items() if n}
+        item = {"devices": entry.get("devices", "all"), "mig-enabled": bool(profiles)}
+        if profiles:
+            item["mig-devices"] = dict(sorted(profiles.items()))
+        out.append(item)
+    return out
+
+
+def parted_config(layouts):
+    """One nvidia-mig-parted v1 config holding ``all-disabled`` and each layout (a list, or one
+    layout): the host's MIG manager file, and the GPU Operator's custom MIG ConfigMap of every
+    node it owns. Two different layouts under one name are refused (ValueError naming both)."""
+    if isinstance(layouts, dict):
+        layouts = [layouts]
+    configs = {ALL_DISABLED: [{"devices": "all", "mig-enabled": False}]}
+    for layout in layouts:
+        entries = parted_entries(layout)
+        if layout["name"] == ALL_DISABLED and entries != configs[ALL_DISABLED]:
+            raise ValueError(f"mig_layout.name {ALL_DISABLED} is the MIG manager's own; name the layout otherwise")
+        if configs.get(layout["name"], entries) != entries:
+            raise ValueError(
+                f"two different MIG layouts are both named {layout['name']} ({configs[layout['name']]} and "
+                f"{entries}); one name, one layout: rename one of them in mig_layout"
+            )
+        configs[layout["name"]] = entries
+    return {"version": "v1", "mig-configs": configs}
+
+
+def k8s_resource(profile):
+    """The extended resource of a MIG profile under the mixed strategy: the device plugin turns '+'
+    into '.', so 1g.10gb+me is nvidia.com/mig-1g.10gb.me (NVIDIA/k8s-device-plugin)."""
+    return "nvidia.com/mig-" + profile.replace("+", ".")
+
+
+def node_devices(layout, nvidia_gpu):
+    """What the node holds once the layout is applied: ``{"whole": GPUs without MIG, "mig":
+    {profile: count}}``; GPUs the layout leaves alone count as they are now."""
+    state = current(nvidia_gpu)
+    if layout:
+        state.update(desired(layout, len(state)))
+    mig = {}
+    whole = 0
+    for gpu in state.values():
+        if gpu["mig"] != "enabled":
+            whole += 1
+            continue
+        for profile, count in gpu["instances"].items():
+            mig[profile] = mig.get(profile, 0) + count
+    return {"whole": whole, "mig": dict(sorted(mig.items()))}
+
+
+def node_strategy(devices):
+    """(strategy, reason) the node needs in the device plugin: none without MIG devices; single
+    when every GPU is in MIG mode with one and the same profile (each slice is an nvidia.com/gpu);
+    mixed otherwise (gpu-operator-mig.rst, "single" and "mixed" strategies)."""
+    if not devices["mig"]:
+        return "none", "no GPU in MIG mode"
+    if devices["whole"] == 0 and len(devices["mig"]) == 1:
+        (profile,) = devices["mig"]
+        return "single", f"every GPU in MIG mode with {profile} only"
+    kinds = ", ".join(devices["mig"])
+    whole = f" and {devices['whole']} GPU(s) without MIG" if devices["whole"] else ""
+    return "mixed", f"MIG profiles {kinds}{whole} on one node"
+
+
+def cluster_strategy(strategies):
+    """The GPU Operator's one ``mig.strategy`` for nodes needing ``strategies``: mixed if any node
+    needs it, else single if any node has MIG, else none."""
+    for strategy in ("mixed", "single"):
+        if strategy in strategies:
+            return strategy
+    return "none"
+
+
+def k8s_allocatable(devices, strategy):
+    """The extended resources the node should show under the cluster's strategy."""
+    if strategy == "mixed":
+        out = {k8s_resource(p): n for p, n in devices["mig"].items()}
+        if devices["whole"]:
+            out["nvidia.com/gpu"] = devices["whole"]
+        return out
+    if strategy == "single" and devices["mig"]:
+        return {"nvidia.com/gpu": sum(devices["mig"].values())}
+    return {"nvidia.com/gpu": devices["whole"]} if devices["whole"] else {}
+
+
+def k8s_labels(layout, owner):
+    """The node labels of the MIG owner: with the operator owning MIG, nvidia.com/mig.config names
+    the layout its MIG manager applies; with the host owning it, the operator's MIG manager is
+    kept off the node (nvidia.com/gpu.deploy.mig-manager=false): one owner, never both."""
+    if owner == "operator":
+        return {"nvidia.com/mig.config": layout["name"] if layout else ALL_DISABLED}
+    return {"nvidia.com/gpu.deploy.mig-manager": "false"}
+
+
+def kubernetes_node(layout, nvidia_gpu, owner="host"):
+    """The MIG side of one Kubernetes node: its devices, the strategy it needs and why, and its
+    labels."""
+    devices = node_devices(layout, nvidia_gpu)
+    strategy, reason = node_strategy(devices)
+    return {
+        "devices": devices,
+        "strategy": strategy,
+        "reason": reason,
+        "labels": k8s_labels(layout, owner),
+        "owner": owner,
+    }

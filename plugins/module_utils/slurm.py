@@ -353,3 +353,77 @@ def compare_node(declared, measured, headroom_mib=0):
         if real > have or real < floor:
             differences.append({"key": "RealMemory", "declared": real, "measured": have})
     return differences
+
+
+# QOS: sacctmgr's parsable listing of the fields the workload tiers set, and the changes to it.
+QOS_FIELDS = ("Name", "Priority", "Preempt", "PreemptMode", "GraceTime")
+QOS_COMMAND = "sacctmgr --noheader --parsable2 show qos format=" + ",".join(QOS_FIELDS)
+
+
+def seconds(text):
+    """sacctmgr's time ('00:01:05', '1-00:00:00', '05:00') in seconds; None when it is none."""
+    text = text.strip()
+    days, _dash, clock = text.rpartition("-")
+    parts = clock.split(":")
+    if not text or not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts) or (days and not days.isdigit()):
+        return None
+    total = 0
+    for part in parts:
+        total = total * 60 + int(part)
+    return total + int(days or 0) * 86400
+
+
+def parse_qos(text):
+    """``sacctmgr --noheader --parsable2 show qos format=Name,Priority,Preempt,PreemptMode,GraceTime``
+    -> ``{name: {"priority", "preempt" (sorted names), "preempt_mode", "grace_time"}}``."""
+    out = {}
+    for number, line in enumerate(text_lines(text, QOS_COMMAND), 1):
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if len(fields) != len(QOS_FIELDS):
+            raise ParseError(f"expected {len(QOS_FIELDS)} fields ({', '.join(QOS_FIELDS)})", QOS_COMMAND, number, line)
+        name, prio, preempt, mode, grace = fields
+        grace_time = seconds(grace) if grace else 0
+        if not name or not prio.strip().isdigit() or grace_time is None:
+            raise ParseError("expected a name, a whole-number priority and a time", QOS_COMMAND, number, line)
+        out[name] = {
+            "priority": int(prio),
+            "preempt": sorted(p for p in preempt.split(",") if p),
+            "preempt_mode": mode.strip().lower() or "cluster",
+            "grace_time": grace_time,
+        }
+    return out
+
+
+def qos_changes(wanted, current):
+    """What brings the QOS to ``wanted`` (slurm_qos of the workload tiers): ``[{"name", "action":
+    "add"|"modify", "before", "after"}]``. QOS that are not wanted are left alone."""
+    out = []
+    for qos in wanted:
+        after = {k: qos[k] for k in ("priority", "preempt", "preempt_mode", "grace_time")}
+        after["preempt"] = sorted(after["preempt"])
+        before = current.get(qos["name"])
+        if before != after:
+            out.append(
+                {"name": qos["name"], "action": "add" if before is None else "modify", "before": before, "after": after}
+            )
+    return out
+
+
+def qos_set_args(change):
+    """The ``sacctmgr -i modify qos`` arguments of one change."""
+    after = change["after"]
+    return [
+        "sacctmgr",
+        "-i",
+        "modify",
+        "qos",
+        "where",
+        f"name={change['name']}",
+        "set",
+        f"Priority={after['priority']}",
+        "Preempt=" + ",".join(after["preempt"]),
+        f"PreemptMode={after['preempt_mode']}",
+        f"GraceTime={after['grace_time']}",
+    ]

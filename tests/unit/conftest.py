@@ -8,15 +8,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible.plugins.loader import init_plugin_loader
 
 ROOT = Path(__file__).resolve().parents[2]
 GPUSIM = ROOT / "tests" / "gpusim"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
-# The checkout's .collections/ansible_collections/gpuops/cluster links back to the checkout, so the
-# collection's module_utils import the way they do on a managed node.
-if str(ROOT / ".collections") not in sys.path:
-    sys.path.insert(0, str(ROOT / ".collections"))
+# The checkout's .collections/ansible_collections/gpuops/cluster links back to the checkout. Ansible's
+# collection loader serves it from there, before anything imports ansible_collections: the
+# collection's module_utils import the way they do on a managed node, and a template in a test
+# finds the collection's filters (gpuops.cluster.workload_tiers) as a play does.
+init_plugin_loader([str(ROOT / ".collections")])
 PROFILE_NAMES = sorted(p.stem for p in (GPUSIM / "profiles").glob("*.yml"))
 
 from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts  # noqa: E402

@@ -147,6 +147,21 @@ def test_slurm_lists_every_broken_rule_at_once():
     assert any(e.startswith("slurm_munge_key must be empty") for e in errors)
 
 
+def test_slurm_workload_tiers_need_accounting_and_a_good_shape():
+    tiers = [{"name": "training", "priority": 1000, "preempt": True}, {"name": "inference", "priority": 100}]
+    errors, _warnings = check("slurm", workload_tiers=tiers)
+    assert errors == [
+        "workload_tiers needs accounting: the tiers are QOS, which slurmdbd keeps. Put a host in "
+        "slurm_dbd (slurmdbd and its database), or leave workload_tiers empty."
+    ]
+    with_dbd = {"all": ["node1", "ctl"], "slurm_controller": ["ctl"], "slurm_compute": ["node1"], "slurm_dbd": ["ctl"]}
+    assert check("slurm", workload_tiers=tiers, groups=with_dbd)[0] == []
+    errors, _warnings = check("slurm", workload_tiers=[{"name": "normal", "priority": 1}], groups=with_dbd)
+    assert errors == [
+        "workload_tiers[0].name normal is Slurm's default QOS; name the tier otherwise, such as inference"
+    ]
+
+
 def test_container_toolkit_refuses_containerd_that_is_not_there():
     missing = {"__container_toolkit_containerd_bin": {"changed": False, "stat": {"exists": False}}}
     errors, _warnings = check("container_toolkit", missing, container_toolkit_runtimes=["containerd"])

@@ -242,3 +242,56 @@ def test_schedmd_packages_pinned_and_held(host):
     slurm = host.user("slurm")
     assert (slurm.uid, slurm.gid, slurm.shell) == (64030, 64030, "/usr/sbin/nologin")
     assert host.service("slurmd").is_running
+
+
+# The inference job checkpoints on the SIGTERM of its preemption and runs on; the SIGTERM at the
+# end of its grace time ends it (without that it would wait out slurmd's KillWait for SIGKILL).
+INFERENCE = """#!/bin/bash
+#SBATCH --job-name=inference --qos=inference --partition=l40s --gres=gpu:l40s:4 --requeue
+#SBATCH --output=/tmp/gpuops-preempt-%j.out --open-mode=append
+trap 'echo batch script: SIGTERM' TERM
+srun bash -c 'n=0; trap "n=\\$((n + 1)); echo checkpoint on SIGTERM \\$n, restart ${SLURM_RESTART_COUNT:-0}; \\
+  [ \\$n -lt 2 ] || exit 0" TERM; while :; do sleep 1 & wait $!; done' &
+step=$!
+while kill -0 "$step" 2>/dev/null; do wait "$step"; done
+"""
+
+
+def test_qos_of_the_workload_tiers(host):
+    controller(host)
+    out = host.check_output("sacctmgr --noheader --parsable2 show qos format=Name,Priority,Preempt,GraceTime")
+    assert {"training|1000|inference,normal|00:00:00", "inference|100||00:00:10"} <= set(out.splitlines())
+    conf = host.check_output("scontrol show config")
+    assert re.search(r"^PreemptType\s*=\s*preempt/qos$", conf, re.M)
+    assert re.search(r"^PreemptMode\s*=\s*REQUEUE$", conf, re.M)
+
+
+def test_a_training_job_preempts_an_inference_job_which_gets_its_signal_first(host):
+    """Both want all four L40S GPUs: the training job takes them, the inference job is sent SIGTERM,
+    runs on for its 10 s of grace, and goes back to the queue (PreemptMode=REQUEUE)."""
+    controller(host)
+    host.check_output("printf '%%s' %s > /tmp/inference.sbatch", INFERENCE)
+    inference = host.check_output("sbatch --parsable /tmp/inference.sbatch")
+    training = None
+    try:
+        host.check_output(
+            f'for i in $(seq 60); do [ "$(squeue -h -j {inference} -o %T)" = RUNNING ] && exit 0; sleep 1; done; exit 1'
+        )
+        training = host.check_output(
+            "sbatch --parsable --job-name=training --qos=training --partition=l40s --gres=gpu:l40s:4 --wrap 'sleep 300'"
+        )
+        host.check_output(
+            f'for i in $(seq 90); do [ "$(squeue -h -j {training} -o %T)" = RUNNING ] && exit 0; sleep 1; done; exit 1'
+        )
+        state = host.check_output(f"scontrol show job {inference}")
+        assert "JobState=PENDING" in state and "Restarts=1" in state, state
+        # The first run's record: preempted (sacct keeps each run with --duplicates).
+        runs = host.check_output(f"sacct --noheader --parsable2 --duplicates -X -j {inference} --format=State")
+        assert "PREEMPTED" in runs.split(), runs
+        # The job saw the signal before it was killed (its output, on the node it ran on).
+        output = testinfra.get_host("ansible://slurm-l40s", ansible_inventory=host.backend.ansible_inventory)
+        text = output.file(f"/tmp/gpuops-preempt-{inference}.out").content_string
+        # SIGTERM 1 at the preemption, SIGTERM 2 when the grace time is over.
+        assert "checkpoint on SIGTERM 1, restart 0" in text and "checkpoint on SIGTERM 2, restart 0" in text, text
+    finally:
+        host.run(f"scancel {inference} {training or ''}")

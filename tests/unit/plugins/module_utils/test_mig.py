@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpuops.cluster.plugins.filter.mig_kubernetes import mig_kubernetes
 from ansible_collections.gpuops.cluster.plugins.module_utils import mig, nvidia_smi
 from conftest import fixture
 
@@ -212,3 +214,100 @@ def test_changes_say_per_gpu_what_differs_and_ignore_gpus_not_named():
     assert [c["gpu"] for c in mig.changes(layout, facts)] == [0, 1]
     off = {"name": "off", "gpus": [{"devices": "all", "profiles": {}}]}
     assert [c["gpu"] for c in mig.changes(off, facts)] == [1]
+
+
+# Kubernetes: the same layout gives the GPU Operator's strategy, the owner's labels and the
+# resources each node should show.
+def _facts(count, mig_gpus=()):
+    return {
+        "gpus": [
+            {
+                "index": i,
+                "name": "NVIDIA H100 80GB HBM3",
+                "pci_device_id": H100,
+                "mig_mode": "enabled" if i in mig_gpus else "disabled",
+                "mig_instances": [],
+            }
+            for i in range(count)
+        ]
+    }
+
+
+MIXED_H100 = {
+    "name": "h100-mixed",
+    "gpus": [
+        {"devices": [0, 1], "profiles": {"1g.10gb": 7}},
+        {"devices": [2], "profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}},
+        {"devices": [3], "profiles": {}},
+    ],
+}
+SINGLE_H100 = {"name": "h100-inference", "gpus": [{"devices": "all", "profiles": {"1g.10gb": 7}}]}
+
+
+def _nodes(*specs):
+    return [
+        {"name": n, "mig_layout": layout, "mig_owner": owner, "nvidia_gpu": _facts(4)} for n, layout, owner in specs
+    ]
+
+
+def test_a_node_with_several_profiles_makes_the_cluster_mixed():
+    out = mig_kubernetes(_nodes(("a", MIXED_H100, "host"), ("b", SINGLE_H100, "host"), ("c", {}, "host")))
+    assert out["strategy"] == "mixed"
+    assert out["reason"].startswith("a: MIG profiles 1g.10gb, 2g.20gb, 3g.40gb and 1 GPU(s) without MIG")
+    assert out["nodes"]["a"]["allocatable"] == {
+        "nvidia.com/mig-1g.10gb": 16,
+        "nvidia.com/mig-2g.20gb": 1,
+        "nvidia.com/mig-3g.40gb": 1,
+        "nvidia.com/gpu": 1,
+    }
+    assert out["nodes"]["b"]["allocatable"] == {"nvidia.com/mig-1g.10gb": 28}
+    assert out["nodes"]["c"]["allocatable"] == {"nvidia.com/gpu": 4}
+    # The host owns MIG everywhere: the operator's MIG manager stays off every node.
+    assert not out["mig_manager"]
+    assert {n["labels"]["nvidia.com/gpu.deploy.mig-manager"] for n in out["nodes"].values()} == {"false"}
+
+
+def test_one_profile_on_every_gpu_is_the_single_strategy():
+    out = mig_kubernetes(_nodes(("b", SINGLE_H100, "operator"), ("c", {}, "host")))
+    assert out["strategy"] == "single"
+    assert out["nodes"]["b"]["allocatable"] == {"nvidia.com/gpu": 28}
+    assert out["nodes"]["c"]["allocatable"] == {"nvidia.com/gpu": 4}
+    assert out["nodes"]["b"]["labels"] == {"nvidia.com/mig.config": "h100-inference"}
+    assert out["mig_manager"]
+    # The operator's ConfigMap holds the layouts it owns, in mig-parted's schema.
+    assert out["parted_config"]["mig-configs"]["h100-inference"] == [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}
+    ]
+    assert mig_kubernetes(_nodes(("c", {}, "host")))["strategy"] == "none"
+
+
+def test_a_media_profile_is_its_own_resource_with_a_dot():
+    # NVIDIA/k8s-device-plugin advertises 1g.10gb+me as nvidia.com/mig-1g.10gb.me.
+    assert mig.k8s_resource("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"
+    assert mig.k8s_resource("1g.24gb-me") == "nvidia.com/mig-1g.24gb-me"
+
+
+def test_layouts_in_the_current_state_count_as_they_are():
+    facts = _facts(2, mig_gpus=(1,))
+    facts["gpus"][1]["mig_instances"] = [{"profile": "3g.40gb", "compute_instances": [{"id": 0}]}] * 2
+    devices = mig.node_devices({}, facts)
+    assert devices == {"whole": 1, "mig": {"3g.40gb": 2}}
+    assert mig.node_strategy(devices)[0] == "mixed"
+
+
+def test_one_name_for_two_layouts_is_refused():
+    other = {"name": "h100-inference", "gpus": [{"devices": "all", "profiles": {"2g.20gb": 3}}]}
+    with pytest.raises(AnsibleFilterError, match="two different MIG layouts are both named h100-inference"):
+        mig_kubernetes(_nodes(("a", SINGLE_H100, "operator"), ("b", other, "operator")))
+    with pytest.raises(AnsibleFilterError, match="mig_owner of a is 'both'"):
+        mig_kubernetes(_nodes(("a", SINGLE_H100, "both")))
+
+
+def test_the_parted_config_has_the_shape_of_nvidia_s_own():
+    ours = mig.parted_config([MIXED_H100, SINGLE_H100])
+    theirs = yaml.safe_load(UPSTREAM.read_text())
+    assert ours["version"] == theirs["version"]
+    assert ours["mig-configs"]["all-disabled"] == theirs["mig-configs"]["all-disabled"]
+    keys = {k for entries in theirs["mig-configs"].values() for e in entries for k in e}
+    assert {k for entries in ours["mig-configs"].values() for e in entries for k in e} <= keys
+    assert ours["mig-configs"]["h100-mixed"][2] == {"devices": [3], "mig-enabled": False}

@@ -23,6 +23,7 @@ PARSERS = {
     "nccl_tests": (nccl_tests.parse_nccl_tests, None),
     "dcgmi_diag": (dcgm.parse_dcgmi_diag, None),
     "slurmd_C": (slurm.parse_slurmd_config, None),
+    "sacctmgr": (slurm.parse_qos, None),
     "ibv_devinfo": (ibstat.parse_ibv_devinfo, None),
     "ibstatus": (ibstat.parse_ibstatus, None),
     "compute_apps": (nvidia_smi.parse_compute_apps, None),

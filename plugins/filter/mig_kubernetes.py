@@ -1,0 +1,105 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: mig_kubernetes
+short_description: What Kubernetes needs of the nodes' MIG layouts
+version_added: 0.5.0
+description:
+  - From each node's C(mig_layout), C(mig_owner) and GPU facts, the MIG side of a Kubernetes
+    cluster, from the same definition the host and Slurm follow.
+  - The GPU Operator's one C(mig.strategy) (C(mixed) if any node has more than one profile or GPUs
+    without MIG beside MIG ones, else C(single) if any node has MIG, else C(none)), with its reason.
+  - Per node the labels of its MIG owner (C(nvidia.com/mig.config) where the operator's MIG
+    manager owns MIG, C(nvidia.com/gpu.deploy.mig-manager=false) where the host's service does,
+    one owner and never both) and the extended resources it should show.
+  - The nvidia-mig-parted config of the layouts the operator owns, for its custom MIG ConfigMap.
+author:
+  - gpuops.cluster maintainers (@gpuops-cluster)
+options:
+  _input:
+    description:
+      - The nodes, each a dict with C(name), C(mig_layout) (empty for none), C(mig_owner)
+        (C(host) or C(operator)) and C(nvidia_gpu) (the node's C(ansible_facts.nvidia_gpu)).
+    type: list
+    elements: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Work out the labels and resources of this node's MIG layout
+  ansible.builtin.set_fact:
+    __mig: "{{ [__node] | gpuops.cluster.mig_kubernetes }}"
+  vars:
+    __node:
+      name: "{{ inventory_hostname }}"
+      mig_layout: "{{ mig_layout }}"
+      mig_owner: "{{ mig_owner }}"
+      nvidia_gpu: "{{ ansible_facts.nvidia_gpu }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The MIG settings of the cluster and of each node.
+  type: dict
+  contains:
+    strategy:
+      description: The GPU Operator's C(mig.strategy), C(none), C(single) or C(mixed).
+      type: str
+    reason:
+      description: Why that strategy (the node that decides it).
+      type: str
+    mig_manager:
+      description: Whether the operator's MIG manager is needed (a node has C(mig_owner=operator)).
+      type: bool
+    parted_config:
+      description: The nvidia-mig-parted v1 config of the layouts the operator owns (with C(all-disabled)).
+      type: dict
+    nodes:
+      description:
+        - Per node name, its C(labels), C(allocatable) (resource to count), C(strategy), C(reason)
+          and C(owner).
+      type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpuops.cluster.plugins.module_utils import mig
+
+
+def mig_kubernetes(nodes):
+    per_node = {}
+    owned = []
+    for node in nodes:
+        layout = node.get("mig_layout") or {}
+        owner = node.get("mig_owner") or "host"
+        if owner not in ("host", "operator"):
+            raise AnsibleFilterError(f"mig_owner of {node.get('name')} is {owner!r}; it takes host or operator")
+        per_node[node["name"]] = mig.kubernetes_node(layout, node.get("nvidia_gpu"), owner)
+        if owner == "operator" and layout:
+            owned.append(layout)
+    strategy = mig.cluster_strategy([n["strategy"] for n in per_node.values()])
+    deciding = [name for name, n in sorted(per_node.items()) if n["strategy"] == strategy]
+    reason = (
+        f"{deciding[0]}: {per_node[deciding[0]]['reason']}"
+        if deciding and strategy != "none"
+        else "no node in MIG mode"
+    )
+    try:
+        config = mig.parted_config(owned)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+    for node in per_node.values():
+        node["allocatable"] = mig.k8s_allocatable(node.pop("devices"), strategy)
+    return {
+        "strategy": strategy,
+        "reason": reason,
+        "mig_manager": any(n["owner"] == "operator" for n in per_node.values()),
+        "parted_config": config,
+        "nodes": per_node,
+    }
+
+
+class FilterModule:
+    def filters(self):
+        return {"mig_kubernetes": mig_kubernetes}
