@@ -1,0 +1,233 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Kubernetes decisions: which Kubernetes minors are supported, which containerd configuration
+version a node needs, and the GPU Operator's values from what the host roles installed.
+
+Pure functions with the reason of each decision beside it; the Kubernetes node role and the
+control-side play call them through filters, the unit tests call them directly. The facts and
+their sources: shared/facts/k8s_mig_validation.md section 1.
+
+- Kubernetes minors and their end of life: the kubernetes.io/releases pages (1.34 to 1.37).
+  What the GPU Operator validates: its platform-support page at HEAD (Kubernetes 1.33 to 1.36;
+  1.36 from chart 26.3.2).
+- containerd's configuration version: 2 for containerd 1.x, 3 for 2.0 to 2.2, 4 from 2.3
+  (containerd's own ``config default``; kubespray's config.toml.j2 writes 4 for >= 2.3.0 and 3
+  below). A drop-in of a higher version than the root config stops containerd ("drop-in config
+  version 4 higher than root config version 2", NVIDIA/aicr#1688).
+- GPU Operator values: getting-started.rst, "Pre-Installed NVIDIA GPU Drivers and NVIDIA Container
+  Toolkit" (driver.enabled=false, toolkit.enabled=false), cdi.rst, gpu-operator-mig.rst, and the
+  chart's values.yaml at each pinned version (whose keys the values here must exist in).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+# minor -> (end of life, GPU Operator validates it). kubernetes.io/releases; platform-support.rst.
+MINORS = {
+    "1.33": ("2026-06-28", True),
+    "1.34": ("2026-10-27", True),
+    "1.35": ("2027-02-28", True),
+    "1.36": ("2027-06-28", True),
+    "1.37": ("2027-10-28", False),
+}
+VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+# GPU Operator charts this collection renders values for: chart -> (Kubernetes minors it
+# validates, DRA through its GPUCluster). release-notes.rst; the chart's values.yaml.
+CHARTS = {
+    "v26.3.3": (("1.33", "1.34", "1.35", "1.36"), False),
+    "v26.7.0": (("1.33", "1.34", "1.35", "1.36"), True),
+}
+# DRA with the GPU Operator: Kubernetes 1.34.2 or later (dra-intro-install.rst).
+DRA_MIN = (1, 34, 2)
+# The host engine of the dcgm role (nv-hostengine's default port).
+HOSTENGINE = "localhost:5555"
+
+
+def _problem(severity, variable, message, fix):
+    return {"severity": severity, "variable": variable, "message": message, "fix": fix}
+
+
+def version_problems(version, today, variable="k8s_node_kubernetes_version"):
+    """Every reason a Kubernetes version cannot (error) or should not (warning) be used."""
+    match = VERSION.fullmatch(str(version or ""))
+    if not match:
+        return [
+            _problem(
+                "error",
+                variable,
+                f"{variable} is {version!r}, not an exact Kubernetes release",
+                f'write MAJOR.MINOR.PATCH, such as {variable}: "1.36.4"',
+            )
+        ]
+    minor = f"{match.group(1)}.{match.group(2)}"
+    supported = sorted(m for m, (eol, _validated) in MINORS.items() if eol >= today)
+    if minor not in MINORS:
+        return [
+            _problem(
+                "error",
+                variable,
+                f"Kubernetes {minor} is not in the collection's table",
+                f"choose one of the supported minors {', '.join(supported)}",
+            )
+        ]
+    eol, validated = MINORS[minor]
+    if eol < today:
+        return [
+            _problem(
+                "error",
+                variable,
+                f"Kubernetes {minor} reached its end of life on {eol} (kubernetes.io/releases)",
+                f"move to a supported minor: {', '.join(supported)}",
+            )
+        ]
+    if not validated:
+        return [
+            _problem(
+                "warning",
+                variable,
+                f"Kubernetes {minor} is not yet on the GPU Operator's list of validated versions",
+                "use 1.36 for a cluster with the GPU Operator, or accept the risk",
+            )
+        ]
+    return []
+
+
+def containerd_config_version(containerd_version):
+    """(config version, reason) for the installed containerd ('1.6.20', '2.2.1~ds1-1', 'v2.3.4')."""
+    match = re.match(r"v?(\d+)\.(\d+)", str(containerd_version or ""))
+    if not match:
+        raise ValueError(f"cannot read a containerd version from {containerd_version!r}")
+    major, minor = int(match.group(1)), int(match.group(2))
+    if major < 2:
+        return 2, f"containerd {major}.{minor} reads configuration version 2"
+    if (major, minor) < (2, 3):
+        return 3, f"containerd {major}.{minor} writes configuration version 3 (2.0 to 2.2)"
+    return 4, f"containerd {major}.{minor} writes configuration version 4 (2.3 and later)"
+
+
+def _set(values, reasons, path, value, reason):
+    node = values
+    parts = path.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+    reasons[path] = reason
+
+
+def gpu_operator_values(
+    chart,
+    *,
+    mig,
+    nfd_present,
+    host_dcgm_exporter,
+    kubernetes_version,
+    dra=False,
+):
+    """(values, reasons): the GPU Operator's Helm values over the host stack.
+
+    ``mig`` is the ``mig_kubernetes`` filter's answer for the cluster's nodes; ``nfd_present``
+    whether Node Feature Discovery already runs; ``host_dcgm_exporter`` whether the dcgm role runs
+    dcgm-exporter on the hosts. Raises ValueError for a chart or a DRA request it cannot serve.
+    """
+    if chart not in CHARTS:
+        raise ValueError(f"GPU Operator chart {chart} has no values here; choose one of {', '.join(CHARTS)}")
+    values, reasons = {}, {}
+    _set(values, reasons, "driver.enabled", False, "the nvidia_driver role installed the driver on the host")
+    _set(values, reasons, "toolkit.enabled", False, "the container_toolkit role installed the toolkit on the host")
+    _set(values, reasons, "cdi.enabled", True, "containers get their GPUs through CDI (the toolkit's specs)")
+    _set(
+        values,
+        reasons,
+        "nfd.enabled",
+        not nfd_present,
+        "Node Feature Discovery already runs" if nfd_present else "no Node Feature Discovery runs yet",
+    )
+    _set(values, reasons, "mig.strategy", mig["strategy"] if mig["strategy"] != "none" else "single", mig["reason"])
+    _set(
+        values,
+        reasons,
+        "migManager.enabled",
+        bool(mig["mig_manager"]),
+        "a node has mig_owner: operator" if mig["mig_manager"] else "the hosts' MIG manager owns MIG (mig_owner: host)",
+    )
+    if mig["mig_manager"]:
+        _set(
+            values,
+            reasons,
+            "migManager.config",
+            {
+                "name": "gpuops-mig-parted-config",
+                "create": True,
+                "default": "all-disabled",
+                # JSON is YAML: mig-parted reads it as its v1 config.
+                "data": {"config.yaml": json.dumps(mig["parted_config"], indent=2, sort_keys=True)},
+            },
+            "the layouts of the nodes the operator owns, from mig_layout",
+        )
+    _set(values, reasons, "dcgm.enabled", False, "the dcgm role runs nv-hostengine on the hosts")
+    if host_dcgm_exporter:
+        _set(values, reasons, "dcgmExporter.enabled", False, "the dcgm role runs dcgm-exporter on the hosts")
+    else:
+        _set(values, reasons, "dcgmExporter.enabled", True, "no dcgm-exporter runs on the hosts")
+        _set(
+            values,
+            reasons,
+            "dcgmExporter.env",
+            [{"name": "DCGM_REMOTE_HOSTENGINE_INFO", "value": HOSTENGINE}],
+            "it reads the host's nv-hostengine (dcgm role) instead of an embedded one",
+        )
+    if dra:
+        supports_dra = CHARTS[chart][1]
+        match = VERSION.fullmatch(str(kubernetes_version))
+        if not supports_dra:
+            raise ValueError(f"GPU Operator chart {chart} has no DRA driver; DRA needs chart v26.7.0")
+        if not match or tuple(map(int, match.groups())) < DRA_MIN:
+            raise ValueError(
+                f"DRA needs Kubernetes 1.34.2 or later (its resource.k8s.io DeviceClass API); the cluster runs "
+                f"{kubernetes_version}"
+            )
+        _set(values, reasons, "clusterPolicy.deployCR", False, "DRA: the GPUCluster replaces the ClusterPolicy")
+        _set(values, reasons, "gpuCluster.deployCR", True, "DRA: the GPUCluster deploys the DRA driver")
+    return values, reasons
+
+
+def value_problems(values, chart_values, path=""):
+    """The keys of ``values`` the chart's values.yaml does not have, or of another kind there. An
+    empty map in the chart (``data: {}``, ``labels: {}``) takes any keys."""
+    out = []
+    for key, value in values.items():
+        where = f"{path}.{key}" if path else key
+        if key not in chart_values:
+            out.append(f"{where} is no value of the chart")
+            continue
+        theirs = chart_values[key]
+        if isinstance(value, dict) and isinstance(theirs, dict) and theirs:
+            out.extend(value_problems(value, theirs, where))
+        elif theirs is not None and type(value) is not type(theirs):
+            out.append(f"{where} is {type(value).__name__} here and {type(theirs).__name__} in the chart")
+    return out
+
+
+def platform_manifests(namespace="gpu-operator"):
+    """The objects the control-side play applies before the chart: the operator's namespace with
+    the privileged Pod Security level its DaemonSets need, and the RuntimeClass nvidia for the
+    containers that select the runtime by name (k8s-device-plugin README; cdi.rst)."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": namespace,
+                "labels": {"pod-security.kubernetes.io/enforce": "privileged"},
+            },
+        },
+        {
+            "apiVersion": "node.k8s.io/v1",
+            "kind": "RuntimeClass",
+            "metadata": {"name": "nvidia", "labels": {"app.kubernetes.io/managed-by": "gpuops.cluster"}},
+            "handler": "nvidia",
+        },
+    ]

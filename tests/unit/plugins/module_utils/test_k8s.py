@@ -1,0 +1,137 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Kubernetes decisions: supported minors, containerd's configuration version, and the GPU
+Operator's values over the host stack, checked against the chart's own values.yaml at each pinned
+version (shared/facts/data) and the manifests against the Kubernetes API types."""
+
+from __future__ import annotations
+
+import json
+
+import k8s_api
+import pytest
+import yaml
+from ansible_collections.gpuops.cluster.plugins.filter.mig_kubernetes import mig_kubernetes
+from ansible_collections.gpuops.cluster.plugins.module_utils import k8s
+from conftest import FIXTURES
+
+H100 = "0x2330"
+
+
+def chart_values(chart):
+    return yaml.safe_load((FIXTURES / "upstream" / f"gpu-operator-{chart}-values.yaml").read_text())
+
+
+def _facts(count):
+    gpu = {"name": "NVIDIA H100 80GB HBM3", "pci_device_id": H100, "mig_mode": "disabled"}
+    return {"gpus": [dict(gpu, index=i) for i in range(count)]}
+
+
+def _mig(owner="host", layout=None):
+    layout = layout or {"name": "h100-inference", "gpus": [{"devices": "all", "profiles": {"1g.10gb": 7}}]}
+    return mig_kubernetes(
+        [
+            {"name": "gpu01", "mig_layout": layout, "mig_owner": owner, "nvidia_gpu": _facts(8)},
+            {"name": "gpu02", "mig_layout": {}, "mig_owner": "host", "nvidia_gpu": _facts(8)},
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "severity", "text"),
+    [
+        ("1.36.4", None, None),
+        ("1.35.6", None, None),
+        ("1.37.2", "warning", "not yet on the GPU Operator's list"),
+        ("1.34.9", "error", "end of life on 2026-10-27"),
+        ("1.38.0", "error", "not in the collection's table"),
+        ("1.36", "error", "not an exact Kubernetes release"),
+    ],
+)
+def test_kubernetes_versions_against_the_table(version, severity, text):
+    found = k8s.version_problems(version, today="2026-11-25")
+    if severity is None:
+        assert found == []
+    else:
+        (problem,) = found
+        assert problem["severity"] == severity and text in problem["message"]
+        assert problem["variable"] == "k8s_node_kubernetes_version" and problem["fix"]
+
+
+@pytest.mark.parametrize(
+    ("version", "config"),
+    [("1.6.20~ds1-1+b1", 2), ("1.7.30", 2), ("2.0.5", 3), ("v2.2.1", 3), ("2.3.1", 4), ("2.4.0", 4)],
+)
+def test_containerd_config_version_follows_the_installed_containerd(version, config):
+    assert k8s.containerd_config_version(version)[0] == config
+
+
+def test_an_unreadable_containerd_version_is_named():
+    with pytest.raises(ValueError, match="cannot read a containerd version from 'containerd'"):
+        k8s.containerd_config_version("containerd")
+
+
+@pytest.mark.parametrize("chart", list(k8s.CHARTS))
+@pytest.mark.parametrize("owner", ["host", "operator"])
+@pytest.mark.parametrize("exporter", [True, False])
+def test_values_exist_in_the_chart_at_its_pinned_version(chart, owner, exporter):
+    values, reasons = k8s.gpu_operator_values(
+        chart, mig=_mig(owner), nfd_present=False, host_dcgm_exporter=exporter, kubernetes_version="1.36.4"
+    )
+    assert k8s.value_problems(values, chart_values(chart)) == []
+    assert values["driver"]["enabled"] is False and values["toolkit"]["enabled"] is False
+    assert values["cdi"]["enabled"] is True
+    # One MIG owner: the operator's MIG manager only where a node gives MIG to it.
+    assert values["migManager"]["enabled"] is (owner == "operator")
+    assert all(reason for reason in reasons.values())
+
+
+def test_the_operator_s_mig_configmap_holds_the_layouts_it_owns():
+    values, _reasons = k8s.gpu_operator_values(
+        "v26.7.0", mig=_mig("operator"), nfd_present=True, host_dcgm_exporter=True, kubernetes_version="1.36.4"
+    )
+    config = json.loads(values["migManager"]["config"]["data"]["config.yaml"])
+    assert config["mig-configs"]["h100-inference"] == [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}
+    ]
+    assert values["nfd"]["enabled"] is False
+    assert values["mig"]["strategy"] == "single"
+
+
+def test_a_mixed_node_makes_the_operator_mixed():
+    layout = {"name": "h100-mixed", "gpus": [{"devices": [0], "profiles": {"3g.40gb": 2}}]}
+    values, reasons = k8s.gpu_operator_values(
+        "v26.3.3", mig=_mig("host", layout), nfd_present=False, host_dcgm_exporter=True, kubernetes_version="1.36.4"
+    )
+    assert values["mig"]["strategy"] == "mixed"
+    assert reasons["mig.strategy"].startswith("gpu01: MIG profiles 3g.40gb and 7 GPU(s) without MIG")
+
+
+def test_the_value_check_can_fail():
+    found = k8s.value_problems({"driver": {"enable": False, "enabled": "no"}}, chart_values("v26.7.0"))
+    assert found == ["driver.enable is no value of the chart", "driver.enabled is str here and bool in the chart"]
+
+
+def test_dra_needs_the_newer_chart_and_kubernetes():
+    values, _reasons = k8s.gpu_operator_values(
+        "v26.7.0", mig=_mig(), nfd_present=False, host_dcgm_exporter=True, kubernetes_version="1.36.4", dra=True
+    )
+    assert values["gpuCluster"]["deployCR"] is True and values["clusterPolicy"]["deployCR"] is False
+    assert k8s.value_problems(values, chart_values("v26.7.0")) == []
+    with pytest.raises(ValueError, match=r"chart v26\.3\.3 has no DRA driver"):
+        k8s.gpu_operator_values(
+            "v26.3.3", mig=_mig(), nfd_present=False, host_dcgm_exporter=True, kubernetes_version="1.36.4", dra=True
+        )
+    with pytest.raises(ValueError, match=r"DRA needs Kubernetes 1\.34\.2 or later"):
+        k8s.gpu_operator_values(
+            "v26.7.0", mig=_mig(), nfd_present=False, host_dcgm_exporter=True, kubernetes_version="1.34.1", dra=True
+        )
+
+
+def test_platform_manifests_are_valid_kubernetes_objects():
+    manifests = k8s.platform_manifests()
+    assert [m["kind"] for m in manifests] == ["Namespace", "RuntimeClass"]
+    for manifest in manifests:
+        assert k8s_api.problems(manifest) == []
+    assert manifests[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert manifests[1]["handler"] == "nvidia"
