@@ -108,6 +108,59 @@ def containerd_config_version(containerd_version):
     return 4, f"containerd {major}.{minor} writes configuration version 4 (2.3 and later)"
 
 
+# The CRI plugin's runtime settings by configuration version (containerd 2.0 moved them).
+CRI_PLUGIN = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime", 4: "io.containerd.cri.v1.runtime"}
+ROOT_VERSION = re.compile(r"(?m)^version\s*=\s*(\d+)\s*$")
+
+
+def containerd_plan(version_output, root_text=None, root_path="/etc/containerd/config.toml"):
+    """What a node's containerd files must carry, from ``containerd --version`` and the root config
+    (None when there is none): ``{"version", "reason", "root_version", "dropin_version",
+    "cri_plugin", "cdi", "problems"}``.
+
+    A drop-in takes the root config's version: containerd 2.x refuses a drop-in of a higher version
+    than the root (NVIDIA/aicr#1688), and containerd 1.6 reads a version 3 or 4 drop-in without
+    error but ignores its plugin tables, so the nvidia runtime silently goes missing (seen with
+    Debian 12's containerd 1.6.20). With no root config, the installed containerd's own version.
+    CDI needs containerd 1.7 or later (enable_cdi came with 1.7).
+    """
+    words = str(version_output or "").split()
+    # "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3" (Debian), or
+    # "containerd containerd.io 2.2.1 <commit>" (Docker's packages).
+    text = words[2] if len(words) > 2 and words[0] == "containerd" else (words[0] if words else "")
+    version, reason = containerd_config_version(text)
+    match = re.match(r"v?(\d+)\.(\d+)", text)
+    plan = {
+        "version": version,
+        "reason": reason,
+        "root_version": None,
+        "dropin_version": version,
+        "cri_plugin": CRI_PLUGIN[version],
+        "cdi": (int(match.group(1)), int(match.group(2))) >= (1, 7),
+        "problems": [],
+    }
+    if root_text is None:
+        return plan
+    found = ROOT_VERSION.search(root_text)
+    if not found:
+        plan["problems"].append(
+            f"{root_path} has no version line, so containerd reads it as configuration version 1, which takes no "
+            f"drop-ins: add 'version = {version}' as its first line ({reason}) and run again"
+        )
+        return plan
+    root = int(found.group(1))
+    plan["root_version"] = root
+    if root > version or root not in CRI_PLUGIN:
+        plan["problems"].append(
+            f"{root_path} is configuration version {root}, which the installed containerd cannot read ({reason}): "
+            f"write it for version {version} (containerd config default shows the layout) and run again"
+        )
+        return plan
+    plan["dropin_version"] = root
+    plan["cri_plugin"] = CRI_PLUGIN[root]
+    return plan
+
+
 def _set(values, reasons, path, value, reason):
     node = values
     parts = path.split(".")

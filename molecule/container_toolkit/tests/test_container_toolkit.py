@@ -79,6 +79,9 @@ def test_containerd_imports_the_drop_in_and_keeps_its_settings(host):
     dropin = host.file("/etc/containerd/conf.d/99-nvidia.toml")
     assert dropin.mode == 0o644
     assert '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]' in dropin.content_string
+    # The root config's version: on ctk-containerd prepare left a version 4 drop-in, which
+    # containerd 1.6 loaded and ignored; the role wrote it again at version 2.
+    assert [line for line in dropin.content_string.splitlines() if line.startswith("version")] == ["version = 2"]
     assert "SystemdCgroup = false" in dropin.content_string
     dump = host.check_output("containerd config dump")
     assert "/etc/containerd/conf.d/99-nvidia.toml" in dump.splitlines()[1]

@@ -135,3 +135,38 @@ def test_platform_manifests_are_valid_kubernetes_objects():
         assert k8s_api.problems(manifest) == []
     assert manifests[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     assert manifests[1]["handler"] == "nvidia"
+
+
+DEBIAN_12 = "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3"
+DOCKER_2_3 = "containerd containerd.io v2.3.1 5a0b7a3e1e9"
+
+
+def test_containerd_plan_of_debian_12():
+    plan = k8s.containerd_plan(DEBIAN_12, 'version = 2\nimports = []\n[plugins."io.containerd.grpc.v1.cri"]\n')
+    assert (plan["version"], plan["root_version"], plan["dropin_version"]) == (2, 2, 2)
+    assert plan["cri_plugin"] == "io.containerd.grpc.v1.cri"
+    # enable_cdi came with containerd 1.7: Debian 12's 1.6 has no CDI.
+    assert plan["cdi"] is False and plan["problems"] == []
+
+
+def test_a_drop_in_takes_the_root_config_s_version():
+    # containerd 2.3 writes version 4; a root config still at version 2 takes a version 2 drop-in
+    # (containerd refuses a drop-in of a higher version than its root: NVIDIA/aicr#1688).
+    plan = k8s.containerd_plan(DOCKER_2_3, "version = 2\n")
+    assert (plan["version"], plan["dropin_version"], plan["cri_plugin"]) == (4, 2, "io.containerd.grpc.v1.cri")
+    fresh = k8s.containerd_plan(DOCKER_2_3, None)
+    assert (fresh["dropin_version"], fresh["cri_plugin"], fresh["cdi"]) == (4, "io.containerd.cri.v1.runtime", True)
+
+
+@pytest.mark.parametrize(
+    ("root", "text"),
+    [
+        ("imports = []\n", "has no version line"),
+        ("version = 3\n", "is configuration version 3, which the installed containerd cannot read"),
+        ("version = 7\n", "is configuration version 7"),
+    ],
+)
+def test_a_root_config_containerd_cannot_use_is_named_not_overwritten(root, text):
+    (problem,) = k8s.containerd_plan(DEBIAN_12, root)["problems"]
+    assert text in problem and "/etc/containerd/config.toml" in problem
+    assert "version = 2" in problem or "for version 2" in problem
