@@ -161,6 +161,71 @@ def containerd_plan(version_output, root_text=None, root_path="/etc/containerd/c
     return plan
 
 
+def _toml_value(value, where):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        # A TOML basic string: JSON's escapes are TOML's.
+        return json.dumps(value)
+    if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+        return "[" + ", ".join(_toml_value(v, where) for v in value) + "]"
+    raise ValueError(
+        f"{where} holds a {type(value).__name__} this role does not write back; keep it out of the CRI table"
+    )
+
+
+def _toml_table(name, table, out):
+    scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
+    out.append(f"\n[{name}]")
+    out.extend(
+        f"  {json.dumps(k) if not re.fullmatch(r'[A-Za-z0-9_-]+', k) else k} = {_toml_value(v, name + '.' + k)}"
+        for k, v in scalars.items()
+    )
+    for key, value in table.items():
+        if isinstance(value, dict):
+            part = key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+            _toml_table(f"{name}.{part}", value, out)
+
+
+def _merge(base, extra):
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def nvidia_dropin(root_text, plan, default_runtime=False):
+    """The nvidia runtime drop-in's TOML at the plan's version: the root config's whole CRI table
+    with the nvidia runtime added. containerd 1.x merges an imported file plugin by plugin, so a
+    drop-in's CRI table replaces the root's whole (seen on Debian 12's 1.6.20: runc's SystemdCgroup
+    and the CNI folders of the root were gone from config dump); carrying the root's table along
+    keeps them. The nvidia runtime takes runc's cgroup driver from the same table. Returns (text,
+    systemd_cgroup)."""
+    import tomllib  # noqa: PLC0415 (the controller's Python 3.11; this runs in a filter there)
+
+    try:
+        root = tomllib.loads(root_text or "")
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"containerd's root config is no valid TOML ({exc}): fix it and run again") from None
+    cri = plan["cri_plugin"]
+    table = (root.get("plugins") or {}).get(cri) or {}
+    runc = ((table.get("containerd") or {}).get("runtimes") or {}).get("runc") or {}
+    systemd = bool((runc.get("options") or {}).get("SystemdCgroup", False))
+    nvidia = {
+        "runtime_type": "io.containerd.runc.v2",
+        "privileged_without_host_devices": False,
+        "options": {"BinaryName": "/usr/bin/nvidia-container-runtime", "SystemdCgroup": systemd},
+    }
+    extra = {"containerd": {"runtimes": {"nvidia": nvidia}}}
+    if default_runtime:
+        extra["containerd"]["default_runtime_name"] = "nvidia"
+    out = [f"version = {plan['dropin_version']}"]
+    _toml_table(f'plugins."{cri}"', _merge(table, extra), out)
+    return "\n".join(out) + "\n", systemd
+
+
 def _set(values, reasons, path, value, reason):
     node = values
     parts = path.split(".")

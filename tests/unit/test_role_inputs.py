@@ -223,3 +223,14 @@ def test_site_stops_on_a_bad_input_in_preflight_before_the_setup_play(tmp_path):
     assert "The slurm role cannot run with these inputs" in out
     assert "names groups the inventory does not have, no_such_group" in out
     assert "PLAY [Set up the nodes]" not in out
+
+
+def test_k8s_node_refuses_a_kubernetes_minor_past_its_end_of_life_and_warns_about_an_unvalidated_one():
+    errors, warnings = check("k8s_node", k8s_node_kubernetes_version="1.34.9", k8s_node_today="2026-11-25")
+    assert errors == [
+        "Kubernetes 1.34 reached its end of life on 2026-10-27 (kubernetes.io/releases): move to a supported "
+        "minor: 1.35, 1.36, 1.37."
+    ]
+    errors, warnings = check("k8s_node", k8s_node_kubernetes_version="1.37.2", k8s_node_today="2026-11-25")
+    assert errors == [] and len(warnings) == 1 and "not yet on the GPU Operator's list" in warnings[0]
+    assert check("k8s_node", k8s_node_today="2026-11-25") == ([], [])

@@ -1,9 +1,15 @@
 #!/usr/bin/python3
 # gpusim stand-in for nvidia-ctk, shipped by the stand-in nvidia-container-toolkit-base. It covers
-# what the container_toolkit role runs: --version, `cdi generate --output=FILE` (a CDI spec of the
-# GPUs the driver reports, one device per index and per UUID plus "all") and `cdi list`. Like the
-# real one, `cdi generate` fails when the driver does not answer.
+# what the container_toolkit and k8s_node roles run: --version, `cdi generate --output=FILE` (a CDI
+# spec of the GPUs the driver reports, one device per index and per UUID plus "all"), `cdi list`,
+# `system create-device-nodes --control-devices [--load-kernel-modules]` (the control devices
+# nvidiactl, nvidia-modeset, nvidia-uvm and nvidia-uvm-tools, as character devices) and `system
+# create-dev-char-symlinks --create-all` (/dev/char/MAJOR:MINOR links to every /dev/nvidia*
+# character device, what systemd's device cgroups look up). Like the real one, `cdi generate` and
+# `create-device-nodes` fail when the driver does not answer; the kernel modules are not loaded
+# here (a container has the host's), the driver's answer stands for them.
 import os
+import stat
 import subprocess
 import sys
 
@@ -78,6 +84,48 @@ def listed():
     return names
 
 
+# nvidia-uvm's major is dynamic on a real host (/proc/devices); any free number serves here.
+CONTROL_DEVICES = (
+    ("nvidiactl", 195, 255),
+    ("nvidia-modeset", 195, 254),
+    ("nvidia-uvm", 510, 0),
+    ("nvidia-uvm-tools", 510, 1),
+)
+
+
+def create_device_nodes(argv):
+    gpus()  # fails as the real one does when the driver does not answer
+    if "--control-devices" in argv:
+        for name, major, minor in CONTROL_DEVICES:
+            path = "/dev/" + name
+            if not os.path.exists(path):
+                os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+                sys.stderr.write(f'INFO[0000] Created control device node "{path}"\n')
+    return 0
+
+
+def create_dev_char_symlinks(argv):
+    if "--create-all" not in argv:
+        sys.stderr.write("nvidia-ctk (gpusim stand-in): create-dev-char-symlinks is simulated with --create-all only\n")
+        return 2
+    os.makedirs("/dev/char", exist_ok=True)
+    for entry in sorted(os.listdir("/dev")):
+        path = "/dev/" + entry
+        if not entry.startswith("nvidia"):
+            continue
+        info = os.lstat(path)
+        if not stat.S_ISCHR(info.st_mode):
+            continue
+        link = f"/dev/char/{os.major(info.st_rdev)}:{os.minor(info.st_rdev)}"
+        if os.path.islink(link) and os.readlink(link) == "../" + entry:
+            continue
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink("../" + entry, link)
+        sys.stderr.write(f"INFO[0000] Creating link {link} => {path}\n")
+    return 0
+
+
 def main(argv):
     if argv[:1] in (["--version"], ["-v"]):
         print(f"NVIDIA Container Toolkit CLI version {VERSION}")
@@ -98,6 +146,9 @@ def main(argv):
         sys.stderr.write(f"INFO[0000] Found {len(names)} CDI devices\n")
         sys.stdout.write("".join(f"{n}\n" for n in names))
         return 0
+    system = {"create-device-nodes": create_device_nodes, "create-dev-char-symlinks": create_dev_char_symlinks}
+    if argv[:1] == ["system"] and argv[1:2] and argv[1] in system:
+        return system[argv[1]](argv[2:])
     sys.stderr.write(f"nvidia-ctk (gpusim stand-in): {' '.join(argv)} is not simulated\n")
     return 2
 

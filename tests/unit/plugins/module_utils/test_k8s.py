@@ -170,3 +170,50 @@ def test_a_root_config_containerd_cannot_use_is_named_not_overwritten(root, text
     (problem,) = k8s.containerd_plan(DEBIAN_12, root)["problems"]
     assert text in problem and "/etc/containerd/config.toml" in problem
     assert "version = 2" in problem or "for version 2" in problem
+
+
+def _tomllib():
+    import tomllib  # noqa: PLC0415 (Python 3.11 and later, as the controller)
+
+    return tomllib
+
+
+def test_the_nvidia_drop_in_carries_debian_s_cri_table_along():
+    root = (FIXTURES / "containerd" / "debian12-config.toml").read_text()
+    plan = k8s.containerd_plan(DEBIAN_12, root)
+    text, systemd = k8s.nvidia_dropin(root, plan)
+    dropin = _tomllib().loads(text)
+    assert dropin["version"] == 2 and systemd is False
+    cri = dropin["plugins"]["io.containerd.grpc.v1.cri"]
+    # containerd 1.6 replaces the root's CRI table by this one: Debian's CNI folders must be in it.
+    assert cri["cni"]["bin_dir"] == "/usr/lib/cni"
+    nvidia = cri["containerd"]["runtimes"]["nvidia"]
+    assert nvidia["options"] == {"BinaryName": "/usr/bin/nvidia-container-runtime", "SystemdCgroup": False}
+    assert "default_runtime_name" not in cri["containerd"]
+
+
+def test_the_nvidia_runtime_takes_runc_s_cgroup_driver_and_can_be_the_default():
+    root = (
+        'version = 3\n[plugins."io.containerd.cri.v1.runtime"]\n  enable_cdi = true\n'
+        '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n'
+    )
+    plan = k8s.containerd_plan("containerd containerd.io 2.2.1 abc", root)
+    text, systemd = k8s.nvidia_dropin(root, plan, default_runtime=True)
+    cri = _tomllib().loads(text)["plugins"]["io.containerd.cri.v1.runtime"]
+    assert systemd is True and cri["enable_cdi"] is True
+    assert cri["containerd"]["default_runtime_name"] == "nvidia"
+    assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
+    assert cri["containerd"]["runtimes"]["nvidia"]["options"]["SystemdCgroup"] is True
+    assert text.startswith("version = 3\n")
+
+
+@pytest.mark.parametrize(
+    ("root", "words"),
+    [
+        ("version = 2\n[plugins\n", "no valid TOML"),
+        ('version = 2\n[[plugins."io.containerd.grpc.v1.cri".x]]\n  a = 1\n', "does not write back"),
+    ],
+)
+def test_a_root_config_the_drop_in_cannot_carry_is_named(root, words):
+    with pytest.raises(ValueError, match=words):
+        k8s.nvidia_dropin(root, k8s.containerd_plan(DEBIAN_12, "version = 2\n"))
