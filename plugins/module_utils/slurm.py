@@ -411,11 +411,11 @@ def qos_changes(wanted, current):
     return out
 
 
-def qos_set_args(change):
+def qos_set_args(change, sacctmgr="sacctmgr"):
     """The ``sacctmgr -i modify qos`` arguments of one change."""
     after = change["after"]
     return [
-        "sacctmgr",
+        sacctmgr,
         "-i",
         "modify",
         "qos",

@@ -97,15 +97,14 @@ FIX = "sacctmgr talks to slurmdbd: check that slurmdbd runs (systemctl status sl
 
 
 def _run(module, args):
-    args = [module.params["_sacctmgr"], *args[1:]]
     rc, out, err = module.run_command(args, environ_update={"LC_ALL": "C"})
     if rc != 0:
         module.fail_json(msg=f"{' '.join(args)} failed (rc {rc}): {(err or out).strip()[:500]}. {FIX}")
     return out
 
 
-def _read(module):
-    text = _run(module, QOS_COMMAND.split())
+def _read(module, sacctmgr):
+    text = _run(module, [sacctmgr, *QOS_COMMAND.split()[1:]])
     try:
         return parse_qos(text)
     except ParseError as exc:
@@ -144,9 +143,8 @@ def main():
         module.fail_json(
             msg="sacctmgr is not on this host: run slurm_qos on the Slurm controller (slurm-client has it)."
         )
-    module.params["_sacctmgr"] = sacctmgr
     wanted = module.params["qos"]
-    before = _read(module)
+    before = _read(module, sacctmgr)
     changes = qos_changes(wanted, before)
     after = dict(before)
     after.update({c["name"]: c["after"] for c in changes})
@@ -156,10 +154,10 @@ def main():
     if changes and not module.check_mode:
         for change in changes:
             if change["action"] == "add":
-                _run(module, ["sacctmgr", "-i", "add", "qos", change["name"]])
+                _run(module, [sacctmgr, "-i", "add", "qos", change["name"]])
         for change in changes:
-            _run(module, qos_set_args(change))
-        result["qos"] = _read(module)
+            _run(module, qos_set_args(change, sacctmgr))
+        result["qos"] = _read(module, sacctmgr)
         still = qos_changes(wanted, result["qos"])
         if still:
             module.fail_json(
