@@ -34,12 +34,10 @@ MINORS = {
 }
 VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 
-# GPU Operator charts this collection renders values for: chart -> (Kubernetes minors it
-# validates, DRA through its GPUCluster). release-notes.rst; the chart's values.yaml.
-CHARTS = {
-    "v26.3.3": (("1.33", "1.34", "1.35", "1.36"), False),
-    "v26.7.0": (("1.33", "1.34", "1.35", "1.36"), True),
-}
+# GPU Operator charts this collection renders values for: chart -> whether it has DRA (its
+# GPUCluster and draDriver values). The Kubernetes minors it validates are MINORS' flag.
+# release-notes.rst; the chart's values.yaml.
+CHARTS = {"v26.3.3": False, "v26.7.0": True}
 # DRA with the GPU Operator: Kubernetes 1.34.2 or later (dra-intro-install.rst).
 DRA_MIN = (1, 34, 2)
 # The host engine of the dcgm role (nv-hostengine's default port).
@@ -298,7 +296,7 @@ def gpu_operator_values(
             "it reads the host's nv-hostengine (dcgm role) instead of an embedded one",
         )
     if dra:
-        supports_dra = CHARTS[chart][1]
+        supports_dra = CHARTS[chart]
         match = VERSION.fullmatch(str(kubernetes_version))
         if not supports_dra:
             raise ValueError(f"GPU Operator chart {chart} has no DRA driver; DRA needs chart v26.7.0")
