@@ -31,6 +31,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils import (  # noqa: E
     host,
     hostlist,
     ibstat,
+    k8s,
     nccl_tests,
     nvidia_smi,
     pci,
@@ -85,6 +86,8 @@ HOSTILE = {
         ibstat.parse_ibstatus,
         "Infiniband device 'a' port 1 status:\n" + "a " * 50000 + ":x",
     ),
+    "kubeadm join command: 200k '--token' words": (k8s.parse_join_command, "kubeadm join x " + "--token " * 200000),
+    "node labels: a 100k-character key and value": (k8s.label_problems, {"a" * 100000: "b" * 100000}),
 }
 PROFILE_FILES = {
     "lspci": "lspci-Dnn.txt",

@@ -21,6 +21,7 @@ their sources: shared/facts/k8s_mig_validation.md section 1.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -347,3 +348,287 @@ def platform_manifests(namespace="gpu-operator"):
             "handler": "nvidia",
         },
     ]
+
+
+# -- the node's registration: labels, taints, kubelet settings, the kubeadm join ---------------------
+# kubelet's --node-labels help and the NodeRestriction admission plugin: a kubelet may set labels
+# in the kubernetes.io and k8s.io namespaces only under these prefixes or from this set; any other
+# stops kubelet at start ("unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels").
+KUBELET_LABEL_PREFIXES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+KUBELET_LABELS = frozenset(
+    {
+        "beta.kubernetes.io/arch",
+        "beta.kubernetes.io/instance-type",
+        "beta.kubernetes.io/os",
+        "failure-domain.beta.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/zone",
+        "kubernetes.io/arch",
+        "kubernetes.io/hostname",
+        "kubernetes.io/os",
+        "node.kubernetes.io/instance-type",
+        "topology.kubernetes.io/region",
+        "topology.kubernetes.io/zone",
+    }
+)
+# Label syntax (apimachinery's validation): a name of at most 63 characters, an optional DNS
+# subdomain prefix of at most 253, a value of at most 63 (or empty).
+LABEL_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+LABEL_PREFIX = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# The collection's own labels: what the node's facts say, for the control side's gates and for
+# nodeSelectors before GPU Feature Discovery labels the node.
+OWN_PREFIX = "gpuops.cluster"
+# Host components the GPU Operator would otherwise deploy on the node: its per-node opt-out labels
+# nvidia.com/gpu.deploy.<component>=false (getting-started.rst, "Pre-Installed NVIDIA GPU Drivers").
+DEPLOY_COMPONENTS = ("driver", "container-toolkit", "dcgm", "dcgm-exporter")
+# containerd's CRI socket, the one the kubelet and kubeadm's criSocket name.
+CRI_SOCKET = "unix:///run/containerd/containerd.sock"
+TOPOLOGY_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+TOPOLOGY_SCOPES = ("container", "pod")
+TOKEN = re.compile(r"[a-z0-9]{6}\.[a-z0-9]{16}")
+CA_HASH = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def _label_value(text):
+    """A label value from free text (a GPU's product name): characters a value cannot hold become
+    '-', at most 63, starting and ending alphanumeric."""
+    value = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(text)).strip("-_.")[:63]
+    return value.rstrip("-_.")
+
+
+def label_problems(labels, variable="k8s_node_labels"):
+    """Every reason a kubelet could not register with ``labels`` (a mapping of key to value)."""
+    out = []
+    for raw_key, raw_value in (labels or {}).items():
+        key, value = str(raw_key), "" if raw_value is None else str(raw_value)
+        prefix, _sep, name = key.rpartition("/")
+        if not LABEL_NAME.fullmatch(name) or (prefix and (len(prefix) > 253 or not LABEL_PREFIX.fullmatch(prefix))):
+            out.append(
+                _problem(
+                    "error",
+                    variable,
+                    f"{variable} has the label key {key!r}, which Kubernetes refuses",
+                    "write [prefix/]name: a DNS subdomain prefix and a name of at most 63 letters, digits, '-', '_' "
+                    "or '.', starting and ending with a letter or digit",
+                )
+            )
+            continue
+        if value and not LABEL_NAME.fullmatch(value):
+            out.append(
+                _problem(
+                    "error",
+                    variable,
+                    f"{variable} gives {key} the value {value!r}, which Kubernetes refuses",
+                    "use at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+                )
+            )
+        restricted = prefix in ("kubernetes.io", "k8s.io") or prefix.endswith((".kubernetes.io", ".k8s.io"))
+        allowed = key in KUBELET_LABELS or any(prefix == p or prefix.endswith("." + p) for p in KUBELET_LABEL_PREFIXES)
+        if restricted and not allowed:
+            out.append(
+                _problem(
+                    "error",
+                    variable,
+                    f"{variable} has {key}, a label in the kubernetes.io or k8s.io namespace that a kubelet may not "
+                    "set on itself (NodeRestriction; kubelet stops at start with it in --node-labels)",
+                    f"set it from the control plane (kubectl label node), or use a prefix of "
+                    f"{' or '.join(KUBELET_LABEL_PREFIXES)} or a prefix of your own",
+                )
+            )
+    return out
+
+
+def taint_problems(taints, variable="k8s_node_taints"):
+    """Every reason kubeadm would refuse ``taints`` (a list of {key, value, effect})."""
+    out = []
+    for index, taint in enumerate(taints or []):
+        where = f"{variable}[{index}]"
+        if not isinstance(taint, dict) or set(taint) - {"key", "value", "effect"}:
+            out.append(
+                _problem(
+                    "error",
+                    variable,
+                    f"{where} is {taint!r}",
+                    "write each taint as {key: ..., value: ..., effect: NoSchedule}; value is optional",
+                )
+            )
+            continue
+        out.extend(
+            dict(p, message=f"{where}: " + p["message"])
+            for p in label_problems({taint.get("key", ""): taint.get("value", "")}, variable)
+        )
+        if taint.get("effect") not in TAINT_EFFECTS:
+            out.append(
+                _problem(
+                    "error",
+                    variable,
+                    f"{where} has the effect {taint.get('effect')!r}",
+                    f"use one of {', '.join(TAINT_EFFECTS)}",
+                )
+            )
+    return out
+
+
+def node_labels(nvidia_gpu, host_components, mig_labels=None, extra=None):
+    """(labels, reasons): what a GPU node registers with. The GPU product and count from the facts
+    (the control side's gates compare the node's allocatable GPUs with them), the operator's
+    opt-outs for what the host roles run, the MIG owner's labels (mig.kubernetes_node), and the
+    user's labels last (theirs win)."""
+    labels, reasons = {}, {}
+    facts = nvidia_gpu or {}
+    if facts.get("count"):
+        labels[f"{OWN_PREFIX}/gpu.product"] = _label_value(facts.get("product") or "unknown")
+        reasons[f"{OWN_PREFIX}/gpu.product"] = "the GPUs' product name (gpu_facts)"
+        labels[f"{OWN_PREFIX}/gpu.count"] = str(int(facts["count"]))
+        reasons[f"{OWN_PREFIX}/gpu.count"] = "the GPUs nvidia-smi lists (gpu_facts)"
+    for component in DEPLOY_COMPONENTS:
+        if (host_components or {}).get(component):
+            key = f"nvidia.com/gpu.deploy.{component}"
+            labels[key] = "false"
+            reasons[key] = f"the host runs its own {component}: the GPU Operator must not deploy one"
+    for key, value in (mig_labels or {}).items():
+        labels[key] = str(value)
+        reasons[key] = "the node's MIG owner (mig_layout, mig_owner)"
+    for key, value in (extra or {}).items():
+        labels[str(key)] = "" if value is None else str(value)
+        reasons[str(key)] = "k8s_node_labels"
+    return labels, reasons
+
+
+def kubelet_settings(
+    *,
+    max_parallel_image_pulls=4,
+    shutdown_grace_period="120s",
+    shutdown_grace_period_critical_pods="30s",
+    cpu_manager_policy="none",
+    reserved_system_cpus="",
+    topology_manager_policy="none",
+    topology_manager_scope="container",
+):
+    """(patch, reasons, problems): the KubeletConfiguration fields this collection sets, applied
+    as a kubeadm patch at join and kept in the kubelet's config afterwards."""
+    patch, reasons, problems = {}, {}, []
+
+    def put(key, value, reason):
+        patch[key] = value
+        reasons[key] = reason
+
+    put("cgroupDriver", "systemd", "containerd's runc runs with SystemdCgroup = true (k8s_node writes it)")
+    put("containerRuntimeEndpoint", CRI_SOCKET, "the node's containerd")
+    if max_parallel_image_pulls and int(max_parallel_image_pulls) > 1:
+        put("serializeImagePulls", False, "NGC images are tens of GB: one pull must not hold back the others")
+        put("maxParallelImagePulls", int(max_parallel_image_pulls), "k8s_node_max_parallel_image_pulls")
+    else:
+        put("serializeImagePulls", True, "k8s_node_max_parallel_image_pulls is 1")
+    if shutdown_grace_period:
+        put("shutdownGracePeriod", shutdown_grace_period, "pods get to stop (checkpoint) before the node powers off")
+        put("shutdownGracePeriodCriticalPods", shutdown_grace_period_critical_pods, "of that, the critical pods' part")
+    if cpu_manager_policy not in ("none", "static"):
+        problems.append(
+            _problem(
+                "error",
+                "k8s_node_cpu_manager_policy",
+                f"k8s_node_cpu_manager_policy is {cpu_manager_policy!r}",
+                "use none or static",
+            )
+        )
+    elif cpu_manager_policy == "static":
+        if not reserved_system_cpus:
+            problems.append(
+                _problem(
+                    "error",
+                    "k8s_node_reserved_system_cpus",
+                    "k8s_node_cpu_manager_policy is static with no CPUs reserved for the system: kubelet refuses "
+                    "to start (the static policy needs reserved CPUs)",
+                    'set k8s_node_reserved_system_cpus to the CPUs the system keeps, such as "0-1"',
+                )
+            )
+        put("cpuManagerPolicy", "static", "whole CPUs for Guaranteed pods, on the GPUs' NUMA node")
+        put("reservedSystemCPUs", str(reserved_system_cpus), "k8s_node_reserved_system_cpus")
+    if topology_manager_policy not in TOPOLOGY_POLICIES:
+        problems.append(
+            _problem(
+                "error",
+                "k8s_node_topology_manager_policy",
+                f"k8s_node_topology_manager_policy is {topology_manager_policy!r}",
+                f"use one of {', '.join(TOPOLOGY_POLICIES)}",
+            )
+        )
+    elif topology_manager_policy != "none":
+        if topology_manager_scope not in TOPOLOGY_SCOPES:
+            problems.append(
+                _problem(
+                    "error",
+                    "k8s_node_topology_manager_scope",
+                    f"k8s_node_topology_manager_scope is {topology_manager_scope!r}",
+                    f"use one of {', '.join(TOPOLOGY_SCOPES)}",
+                )
+            )
+        put("topologyManagerPolicy", topology_manager_policy, "GPUs, NICs and CPUs of a pod from one NUMA node")
+        put("topologyManagerScope", topology_manager_scope, "k8s_node_topology_manager_scope")
+    return patch, reasons, problems
+
+
+def parse_join_command(text):
+    """{endpoint, token, ca_cert_hashes} from ``kubeadm token create --print-join-command``."""
+    words = str(text or "").split()
+    if words[:2] != ["kubeadm", "join"] or len(words) < 3:
+        raise ValueError(
+            f"kubeadm token create --print-join-command printed a line starting {' '.join(words[:2])!r}, not "
+            "'kubeadm join': run it on the control plane by hand and check its admin.conf"
+        )
+    found = {"endpoint": words[2], "token": "", "ca_cert_hashes": []}
+    for flag, value in itertools.pairwise(words):
+        if flag == "--token":
+            found["token"] = value
+        elif flag == "--discovery-token-ca-cert-hash":
+            found["ca_cert_hashes"].append(value)
+    if not TOKEN.fullmatch(found["token"]) or not all(CA_HASH.fullmatch(h) for h in found["ca_cert_hashes"]):
+        raise ValueError(
+            "kubeadm token create --print-join-command printed no token of the form [a-z0-9]{6}.[a-z0-9]{16} "
+            "or a CA hash not of the form sha256:<64 hex>: check the control plane's kubeadm"
+        )
+    if not found["ca_cert_hashes"]:
+        raise ValueError("kubeadm printed a join command without --discovery-token-ca-cert-hash: the CA is not pinned")
+    return found
+
+
+def join_configuration(join, node_name, *, labels, taints, patches_dir, cri_socket=CRI_SOCKET):
+    """kubeadm's JoinConfiguration (kubeadm.k8s.io/v1beta4) for a worker node: token discovery with
+    the CA pinned, the node's labels and taints, and the kubelet patches folder."""
+    label_arg = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    args = [{"name": "node-labels", "value": label_arg}] if label_arg else []
+    return {
+        "apiVersion": "kubeadm.k8s.io/v1beta4",
+        "kind": "JoinConfiguration",
+        "discovery": {
+            "bootstrapToken": {
+                "apiServerEndpoint": join["endpoint"],
+                "token": join["token"],
+                "caCertHashes": list(join["ca_cert_hashes"]),
+            }
+        },
+        "nodeRegistration": {
+            "name": node_name,
+            "criSocket": cri_socket,
+            "kubeletExtraArgs": args,
+            "taints": [{k: v for k, v in t.items() if v not in (None, "")} for t in taints or []],
+        },
+        "patches": {"directory": patches_dir},
+    }
+
+
+def node_plan(nvidia_gpu, *, host_components, mig_labels, labels, taints, kubelet):
+    """Everything k8s_node decides for one node before it changes anything: its labels, its
+    kubelet settings (``kubelet`` holds kubelet_settings' keyword arguments), with their reasons,
+    and every problem of the user's labels, taints and settings."""
+    all_labels, label_reasons = node_labels(nvidia_gpu, host_components, mig_labels, labels)
+    patch, kubelet_reasons, problems = kubelet_settings(**(kubelet or {}))
+    problems = label_problems(labels, "k8s_node_labels") + taint_problems(taints) + problems
+    return {
+        "labels": all_labels,
+        "label_reasons": label_reasons,
+        "kubelet": patch,
+        "kubelet_reasons": kubelet_reasons,
+        "problems": [dict(p, text=f"{p['message']}: {p['fix']}.") for p in problems],
+    }

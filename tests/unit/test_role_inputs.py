@@ -55,6 +55,7 @@ def check(role, registered=None, family="Debian", distribution="Debian", **overr
         inventory_hostname="node1",
         groups={"all": ["node1", "ctl"], "slurm_controller": ["ctl"], "slurm_compute": ["node1"], "gpu": ["node1"]},
         ansible_play_hosts_all=["node1", "ctl"],
+        hostvars={"node1": {}, "ctl": {}},
         gpuops_stack={"gpu_present": True, "ofed": {"flavour": "doca"}, "cuda": {"default": "12.8"}},
     )
     variables.update(registered or {})
@@ -226,11 +227,38 @@ def test_site_stops_on_a_bad_input_in_preflight_before_the_setup_play(tmp_path):
 
 
 def test_k8s_node_refuses_a_kubernetes_minor_past_its_end_of_life_and_warns_about_an_unvalidated_one():
-    errors, warnings = check("k8s_node", k8s_node_kubernetes_version="1.34.9", k8s_node_today="2026-11-25")
+    errors, warnings = check(
+        "k8s_node", k8s_node_kubernetes_version="1.34.9", k8s_node_today="2026-11-25", k8s_node_join=False
+    )
     assert errors == [
         "Kubernetes 1.34 reached its end of life on 2026-10-27 (kubernetes.io/releases): move to a supported "
         "minor: 1.35, 1.36, 1.37."
     ]
-    errors, warnings = check("k8s_node", k8s_node_kubernetes_version="1.37.2", k8s_node_today="2026-11-25")
+    errors, warnings = check(
+        "k8s_node", k8s_node_kubernetes_version="1.37.2", k8s_node_today="2026-11-25", k8s_node_join=False
+    )
     assert errors == [] and len(warnings) == 1 and "not yet on the GPU Operator's list" in warnings[0]
-    assert check("k8s_node", k8s_node_today="2026-11-25") == ([], [])
+    assert check("k8s_node", k8s_node_today="2026-11-25", k8s_node_control_plane="ctl") == ([], [])
+
+
+def test_k8s_node_refuses_labels_taints_and_settings_a_kubelet_refuses_and_a_join_without_a_control_plane():
+    errors, _warnings = check(
+        "k8s_node",
+        k8s_node_today="2026-11-25",
+        k8s_node_labels={"node-role.kubernetes.io/gpu": ""},
+        k8s_node_taints=[{"key": "nvidia.com/gpu", "effect": "NoRun"}],
+        k8s_node_cpu_manager_policy="static",
+    )
+    assert len(errors) == 2
+    assert 'k8s_node_join is true and k8s_node_control_plane is "", which is no host of the inventory' in errors[1]
+    assert [e for e in errors[0].split(". ") if e.startswith("k8s_node")] == [
+        "k8s_node_labels has node-role.kubernetes.io/gpu, a label in the kubernetes.io or k8s.io namespace that a "
+        "kubelet may not set on itself (NodeRestriction; kubelet stops at start with it in --node-labels): set it "
+        "from the control plane (kubectl label node), or use a prefix of kubelet.kubernetes.io or node.kubernetes.io "
+        "or a prefix of your own",
+        "k8s_node_taints[0] has the effect 'NoRun': use one of NoSchedule, PreferNoSchedule, NoExecute",
+        "k8s_node_cpu_manager_policy is static with no CPUs reserved for the system: kubelet refuses to start (the "
+        "static policy needs reserved CPUs): set k8s_node_reserved_system_cpus to the CPUs the system keeps, such "
+        'as "0-1".',
+    ]
+    assert check("k8s_node", k8s_node_today="2026-11-25", k8s_node_join=False) == ([], [])

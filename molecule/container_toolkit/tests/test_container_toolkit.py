@@ -83,9 +83,8 @@ def test_containerd_imports_the_drop_in_and_keeps_its_settings(host):
     # The root config's version: on ctk-containerd prepare left a version 4 drop-in, which
     # containerd 1.6 loaded and ignored; the role wrote it again at version 2.
     assert [line for line in dropin.content_string.splitlines() if line.startswith("version")] == ["version = 2"]
-    # runc's cgroup driver: Debian's default (cgroupfs), or systemd where k8s_node wrote the root config.
-    systemd = name(host) == "ctk-containerd"
-    assert f"SystemdCgroup = {str(systemd).lower()}" in dropin.content_string
+    # runc's cgroup driver, Debian's default (cgroupfs), is the nvidia runtime's too.
+    assert "SystemdCgroup = false" in dropin.content_string
     dump = host.check_output("containerd config dump")
     assert "/etc/containerd/conf.d/99-nvidia.toml" in dump.splitlines()[1]
     if name(host) == "ctk-nodriver":
@@ -162,44 +161,3 @@ def test_cdi_spec_lists_every_gpu_of_the_driver(host):
 def test_no_refresh_units_before_toolkit_1_18(host):
     only(host, "ctk-nodriver")
     assert not host.file("/lib/systemd/system/nvidia-cdi-refresh.path").exists
-
-
-def test_k8s_node_containerd_runs_its_root_config_with_systemd_cgroups(host):
-    """k8s_node wrote containerd's root config at the installed containerd's version (2 for 1.6);
-    containerd's own config dump shows runc and the nvidia runtime on systemd cgroups."""
-    only(host, "ctk-containerd")
-    root = host.file("/etc/containerd/config.toml").content_string
-    assert "gpuops.cluster.k8s_node" in root and "configuration version 2, containerd 1.6" in root
-    dump = host.check_output("containerd config dump")
-    for runtime in ("runc", "nvidia"):
-        section = dump.split(f'[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{runtime}.options]', 1)[1]
-        assert "SystemdCgroup = true" in section.split("[", 1)[0], runtime
-    # containerd 1.6 has no CDI: the role leaves enable_cdi out rather than write a key 1.6 ignores.
-    assert "enable_cdi" not in root
-    assert host.service("containerd").is_running
-
-
-def test_k8s_node_device_nodes_and_char_links_come_before_containerd(host):
-    only(host, "ctk-containerd")
-    unit = host.service("gpuops-nvidia-devices")
-    assert unit.is_enabled
-    assert host.run("systemctl is-active gpuops-nvidia-devices").stdout.strip() == "active"
-    before = host.check_output("systemctl show -p Before --value gpuops-nvidia-devices").split()
-    assert "containerd.service" in before and "kubelet.service" in before
-    # The control devices and one /dev/char link per NVIDIA character device, each to its node.
-    for device in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"):
-        assert host.check_output(f"stat -c %F /dev/{device}") == "character special file", device
-    for minor in range(GPUS["ctk-containerd"]):
-        link = host.file(f"/dev/char/195:{minor}")
-        assert link.is_symlink and link.linked_to == f"/dev/nvidia{minor}"
-    rule = host.file("/etc/udev/rules.d/71-nvidia-dev-char.rules").content_string
-    assert 'DEVPATH=="/bus/pci/drivers/nvidia"' in rule and "create-dev-char-symlinks --create-all" in rule
-
-
-def test_k8s_node_kernel_settings_are_written_for_the_next_boot(host):
-    only(host, "ctk-containerd")
-    assert host.file("/etc/modules-load.d/60-gpuops-kubernetes.conf").content_string.split("\n")[-3:-1] == [
-        "overlay",
-        "br_netfilter",
-    ]
-    assert "net.ipv4.ip_forward = 1" in host.file("/etc/sysctl.d/60-gpuops-kubernetes.conf").content_string

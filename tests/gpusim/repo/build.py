@@ -18,11 +18,14 @@ point at a site mirror:
                                                the MIG manager package as GitHub releases
                                                publish it (and .sha256); no apt repository
     nccl-tests/v2.16.8.tar.gz                  a source archive with nccl-tests' name (and .sha256)
+    core:/stable:/v1.36/deb/                   pkgs.k8s.io's repository of a Kubernetes minor
+                                               (kubeadm, kubelet, kubectl, cri-tools; and v1.35)
     keys/gpusim-archive-keyring.gpg            the signing key (binary keyring for signed-by)
     keys/gpusim-archive-keyring.asc            the same, ASCII-armoured
     keys/gpusim-wrong-keyring.gpg              another key, for tests that expect a refusal
     compute/cuda/repos/debian12/x86_64/3bf863cc.pub, libnvidia-container/gpgkey,
-    doca/GPG-KEY-Mellanox.pub                  the signing key again, at the vendors' key paths
+    doca/GPG-KEY-Mellanox.pub,
+    core:/stable:/v1.36/deb/Release.key        the signing key again, at the vendors' key paths
 
 Each is a flat repository (``deb [signed-by=...] URL /``) with Packages, Release, InRelease and
 Release.gpg. Packages are written in pure Python (ar + tar), reproducibly. The signing keys are
@@ -57,11 +60,23 @@ CUDA_REPO = "compute/cuda/repos/debian12/x86_64"
 TOOLKIT_REPO = "libnvidia-container/stable/deb/amd64"
 DOCA_REPO = "doca/2.9.1/debian12/x86_64"
 SLURM_SMD_REPO = "slurm-smd/debian12"
+# pkgs.k8s.io: one repository per Kubernetes minor (core:/stable:/v1.36/deb/, key Release.key
+# beside it), packages versioned <release>-1.1. Two minors and two releases of one, so that a
+# pinned install is told apart from "the newest" and a minor's repository from another's.
+K8S_RELEASES = {"1.35": ["1.35.6-1.1"], "1.36": ["1.36.3-1.1", "1.36.4-1.1"]}
+K8S_REPOS = {minor: f"core:/stable:/v{minor}/deb" for minor in K8S_RELEASES}
 REPOS = {
     CUDA_REPO: ("NVIDIA", "NVIDIA CUDA (gpusim stand-in)"),
     TOOLKIT_REPO: ("NVIDIA", "libnvidia-container (gpusim stand-in)"),
     DOCA_REPO: ("NVIDIA", "DOCA-Host (gpusim stand-in)"),
     SLURM_SMD_REPO: ("gpuops", "SchedMD-built Slurm, a site's mirror (gpusim stand-in)"),
+    **{
+        repo: (
+            f"obs://build.opensuse.org/isv:kubernetes:core:stable:v{minor}/deb",
+            f"isv:kubernetes:core:stable:v{minor}",
+        )
+        for minor, repo in K8S_REPOS.items()
+    },
 }
 
 # Driver versions: two per branch. CUDA version is what each driver reports (the highest CUDA
@@ -99,7 +114,16 @@ NVLSM = "2025.06.5-1"
 SLURM_SMD = ["22.05.8-1", "22.05.8-2"]
 SLURM_SMD_DEBIAN = "22.05.8"
 # The only packages the stand-ins take from Debian itself (not pinned exactly).
-DEBIAN_DEPENDENCIES = {"munge", "slurm-wlm-basic-plugins", "slurm-client", "slurmctld", "slurmd", "slurmdbd"}
+DEBIAN_DEPENDENCIES = {
+    "munge",
+    "slurm-wlm-basic-plugins",
+    "slurm-client",
+    "slurmctld",
+    "slurmd",
+    "slurmdbd",
+    "python3-yaml",
+    "openssl",
+}
 SLURM_SMD_PARTS = {
     "slurm-smd-client": ("slurm-client", "Slurm client commands"),
     "slurm-smd-slurmctld": ("slurmctld", "Slurm controller daemon"),
@@ -603,6 +627,75 @@ def mig_manager_packages() -> list[Package]:
     return pkgs
 
 
+KUBELET_UNIT = """[Unit]
+Description=kubelet: The Kubernetes Node Agent (gpusim stand-in)
+Documentation=https://kubernetes.io/docs/
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+ExecStart=/usr/bin/kubelet
+Restart=always
+StartLimitInterval=0
+RestartSec=10
+
+[Install]
+WantedBy=multi-user.target
+"""
+# What the real kubeadm package puts beside kubelet's unit: the flags kubeadm join writes.
+KUBEADM_DROPIN = """[Service]
+Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \
+--kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+EnvironmentFile=-/etc/default/kubelet
+ExecStart=
+ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+"""
+APISERVER_UNIT = """[Unit]
+Description=Kubernetes API service of the control plane's stand-in (gpusim; kubeadm init starts it)
+After=network.target
+
+[Service]
+ExecStart=/usr/bin/kubeadm __apiserver
+Restart=on-failure
+"""
+
+
+def kubernetes_packages() -> list[Package]:
+    """kubeadm, kubelet, kubectl and cri-tools of each release, one program (kube.py) under each
+    name; they need python3-yaml (the stand-in is Python) and openssl (the CA's hash)."""
+    pkgs = []
+    for minor, releases in K8S_RELEASES.items():
+        repo = K8S_REPOS[minor]
+        tools = Package("cri-tools", f"{minor}.0-1.1", repo, "Command-line utility for the Container Runtime Interface")
+        tools.files["/usr/bin/crictl"] = (_template("kube.py", VERSION=f"{minor}.0"), 0o755)
+        pkgs.append(tools)
+        for ver in releases:
+            release = ver.split("-", maxsplit=1)[0]
+            program = _template("kube.py", VERSION=release)
+            kubeadm = Package(
+                "kubeadm",
+                ver,
+                repo,
+                "Command-line utility for administering a Kubernetes cluster",
+                depends=[f"cri-tools (>= {minor}.0)", "python3-yaml", "openssl"],
+            )
+            kubeadm.files["/usr/bin/kubeadm"] = (program, 0o755)
+            kubeadm.files["/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf"] = (KUBEADM_DROPIN, 0o644)
+            kubeadm.files["/usr/lib/systemd/system/gpusim-kube-apiserver.service"] = (APISERVER_UNIT, 0o644)
+            kubeadm.postinst += DAEMON_RELOAD
+            kubelet = Package("kubelet", ver, repo, "Node agent for Kubernetes clusters", depends=["python3-yaml"])
+            kubelet.files["/usr/bin/kubelet"] = (program, 0o755)
+            kubelet.files["/usr/lib/systemd/system/kubelet.service"] = (KUBELET_UNIT, 0o644)
+            kubelet.postinst += DAEMON_RELOAD
+            kubectl = Package("kubectl", ver, repo, "Command-line utility for interacting with a Kubernetes cluster",
+                              depends=["python3-yaml"])  # fmt: skip
+            kubectl.files["/usr/bin/kubectl"] = (program, 0o755)
+            pkgs += [kubeadm, kubelet, kubectl]
+    return pkgs
+
+
 def slurm_smd_packages() -> list[Package]:
     pkgs = []
     for ver in SLURM_SMD:
@@ -886,7 +979,14 @@ def build(out: Path, cache: Path) -> None:
     ensure_key(wronghome, KEYS / "wrong.secret.asc")
     tmp = Path(tempfile.mkdtemp(prefix="www.", dir=out.parent))
     try:
-        pkgs = driver_packages() + cuda_packages() + toolkit_packages() + doca_packages() + slurm_smd_packages()
+        pkgs = (
+            driver_packages()
+            + cuda_packages()
+            + toolkit_packages()
+            + doca_packages()
+            + slurm_smd_packages()
+            + kubernetes_packages()
+        )
         for repo in REPOS:
             write_repo(tmp, repo, [p for p in pkgs if p.repo == repo], keyhome)
         keys = tmp / "keys"
@@ -897,7 +997,8 @@ def build(out: Path, cache: Path) -> None:
         # The test key also where each vendor publishes its key, under the vendor's file name, so
         # that the roles find it from their mirror variable alone (key URL variables unset).
         armoured = gpg(keyhome, "--export", "--armor").stdout
-        for path in (f"{CUDA_REPO}/3bf863cc.pub", "libnvidia-container/gpgkey", "doca/GPG-KEY-Mellanox.pub"):
+        key_paths = [f"{CUDA_REPO}/3bf863cc.pub", "libnvidia-container/gpgkey", "doca/GPG-KEY-Mellanox.pub"]
+        for path in key_paths + [f"{repo}/Release.key" for repo in K8S_REPOS.values()]:
             (tmp / path).parent.mkdir(parents=True, exist_ok=True)
             (tmp / path).write_bytes(armoured)
         archive = tmp / HPCX_PATH

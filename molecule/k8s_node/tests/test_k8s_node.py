@@ -1,0 +1,193 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Two GPU nodes joined with k8s_node: what the control plane holds of them (Ready, labels from
+their facts, taints, the kubelet's settings it reports), what the nodes run (containerd repaired
+and up, kubelet up, packages held at the release), and what must not be there (the join file, a
+second join)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import testinfra
+import yaml
+from hosts import name
+
+NODES = ("k8s-h100", "k8s-a100")
+RELEASE = "1.36.4-1.1"
+KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
+
+
+def only(host, *names):
+    if name(host) not in names:
+        pytest.skip(f"checked on {', '.join(names)}")
+
+
+def control_plane(host):
+    return testinfra.get_host("ansible://k8s-cp", ansible_inventory=host.backend.ansible_inventory)
+
+
+def node_object(host):
+    return json.loads(control_plane(host).check_output(f"{KUBECTL} get node {name(host)} -o json"))
+
+
+def test_each_gpu_node_is_ready_with_labels_from_its_facts(host):
+    only(host, *NODES)
+    node = node_object(host)
+    ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
+    assert ready and ready[0]["status"] == "True"
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.4"
+    labels = node["metadata"]["labels"]
+    product = {"k8s-h100": "NVIDIA-H100-80GB-HBM3", "k8s-a100": "NVIDIA-A100-SXM4-80GB"}[name(host)]
+    assert labels["gpuops.cluster/gpu.product"] == product
+    assert labels["gpuops.cluster/gpu.count"] == "8"
+    # The host runs the driver and the toolkit: the GPU Operator keeps its own off the node.
+    assert labels["nvidia.com/gpu.deploy.driver"] == "false"
+    assert labels["nvidia.com/gpu.deploy.container-toolkit"] == "false"
+    # The user's label; after the side effect removed it on k8s-a100, the converge gave it back.
+    assert labels["example.com/team"] == "vision"
+    if name(host) == "k8s-a100":
+        # MIG owned by the GPU Operator's MIG manager, which applies the layout this label names.
+        assert labels["nvidia.com/mig.config"] == "a100-balanced"
+        assert node["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    else:
+        assert "nvidia.com/mig.config" not in labels
+        assert node["spec"]["taints"] == []
+
+
+def test_the_kubelet_runs_with_the_role_s_settings(host):
+    """What the kubelet reports to the control plane (configz): kubeadm's patch at the join, and on
+    k8s-a100 the settings the converge put back after the side effect's hand edit."""
+    only(host, *NODES)
+    config = json.loads(
+        control_plane(host).check_output(f"{KUBECTL} get --raw /api/v1/nodes/{name(host)}/proxy/configz")
+    )["kubeletconfig"]
+    assert config["cgroupDriver"] == "systemd"
+    assert config["containerRuntimeEndpoint"] == "unix:///run/containerd/containerd.sock"
+    assert config["serializeImagePulls"] is False
+    assert config["maxParallelImagePulls"] == (8 if name(host) == "k8s-a100" else 4)
+    assert config["shutdownGracePeriod"] == "120s"
+    if name(host) == "k8s-a100":
+        assert (config["cpuManagerPolicy"], config["reservedSystemCPUs"]) == ("static", "0-1")
+    else:
+        assert "cpuManagerPolicy" not in config
+    # The cluster's own settings (kubeadm's kubelet-config) are kept under the patch.
+    assert config["clusterDomain"] == "cluster.local"
+    assert host.service("kubelet").is_running and host.service("kubelet").is_enabled
+
+
+def test_each_node_joined_once_and_keeps_no_join_file(host):
+    only(host, *NODES)
+    joins = [json.loads(line) for line in host.file("/var/log/gpusim/kubeadm.log").content_string.splitlines()]
+    # Converge, the idempotence run, and the converge after the side effect: one join.
+    assert [j["joined"] for j in joins] == [name(host)]
+    assert joins[0]["patches"] == ["kubeletconfiguration+merge.yaml"]
+    assert not host.file("/etc/kubernetes/gpuops-join.yaml").exists
+    kubeconfig = host.file("/etc/kubernetes/kubelet.conf")
+    assert kubeconfig.mode == 0o600
+    assert yaml.safe_load(kubeconfig.content_string)["clusters"][0]["cluster"]["server"] == "http://k8s-cp:6443"
+
+
+def test_join_tokens_are_short_lived(host):
+    only(host, "k8s-cp")
+    tokens = json.loads(host.check_output(f"{KUBECTL} get --raw /gpusim/tokens"))["tokens"]
+    # One per node, each minted with a 15 minute lifetime (the converges after the join mint none).
+    assert len(tokens) == len(NODES)
+    created = host.file("/var/lib/gpusim-kube/state.json").mtime.timestamp()
+    for expires in tokens.values():
+        assert expires is not None and expires - created <= 15 * 60
+
+
+def test_packages_are_the_release_and_held(host):
+    only(host, *NODES)
+    for package in ("kubelet", "kubeadm"):
+        assert host.package(package).version == RELEASE
+    assert host.package("cri-tools").version == "1.36.0-1.1"
+    held = host.check_output("apt-mark showhold").split()
+    assert {"kubelet", "kubeadm"} <= set(held)
+    assert not host.package("kubectl").is_installed
+    source = host.file("/etc/apt/sources.list.d/kubernetes.sources").content_string
+    assert "URIs: http://gpusim-repo/core:/stable:/v1.36/deb/" in source
+
+
+def test_containerd_was_repaired_and_runs_the_nvidia_runtime(host):
+    """k8s-h100 came with a version 4 drop-in that containerd 1.6 loaded and ignored; the role wrote
+    the root config and the drop-in at version 2, and containerd's own dump shows the nvidia
+    runtime on systemd cgroups."""
+    only(host, *NODES)
+    dropin = host.file("/etc/containerd/conf.d/99-nvidia.toml").content_string
+    assert [line for line in dropin.splitlines() if line.startswith("version")] == ["version = 2"]
+    dump = host.check_output("containerd config dump")
+    for runtime in ("runc", "nvidia"):
+        section = dump.split(f'[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{runtime}.options]', 1)[1]
+        assert "SystemdCgroup = true" in section.split("[", 1)[0], runtime
+    assert host.service("containerd").is_running
+
+
+def test_kubeadm_refuses_what_real_kubeadm_refuses(host):
+    """The stand-in's checks can fail: an unknown field, a token of another form, no CA hash."""
+    only(host, "k8s-h100")
+    base = {
+        "apiVersion": "kubeadm.k8s.io/v1beta4",
+        "kind": "JoinConfiguration",
+        "discovery": {
+            "bootstrapToken": {
+                "apiServerEndpoint": "k8s-cp:6443",
+                "token": "abcdef.0123456789abcdef",
+                "caCertHashes": ["sha256:" + "0" * 64],
+            }
+        },
+    }
+    cases = {
+        "unknown field": (
+            {**base, "nodeRegistration": {"kubeletExtraArg": []}},
+            'strict decoding error: unknown field "nodeRegistration.kubeletExtraArg"',
+        ),
+        "token": (
+            {**base, "discovery": {"bootstrapToken": {**base["discovery"]["bootstrapToken"], "token": "short"}}},
+            "the bootstrap token is not of the form",
+        ),
+        "no hash": (
+            {**base, "discovery": {"bootstrapToken": {**base["discovery"]["bootstrapToken"], "caCertHashes": []}}},
+            "without caCertHashes can be unsafe",
+        ),
+    }
+    for case, (config, words) in cases.items():
+        host.run(f"cat > /tmp/bad-join.yaml <<'EOF'\n{yaml.safe_dump(config)}EOF")
+        result = host.run("kubeadm join --config /tmp/bad-join.yaml")
+        assert result.rc != 0 and words in result.stderr, (case, result.stderr)
+
+
+def test_containerd_runs_the_role_s_root_config(host):
+    """The root config at the installed containerd's version (2 for 1.6), written by the role."""
+    only(host, *NODES)
+    root = host.file("/etc/containerd/config.toml").content_string
+    assert "gpuops.cluster.k8s_node" in root and "configuration version 2, containerd 1.6" in root
+    # containerd 1.6 has no CDI: the role leaves enable_cdi out rather than write a key 1.6 ignores.
+    assert "enable_cdi" not in root
+
+
+def test_device_nodes_and_char_links_come_before_containerd_and_kubelet(host):
+    only(host, *NODES)
+    assert host.service("gpuops-nvidia-devices").is_enabled
+    assert host.run("systemctl is-active gpuops-nvidia-devices").stdout.strip() == "active"
+    before = host.check_output("systemctl show -p Before --value gpuops-nvidia-devices").split()
+    assert "containerd.service" in before and "kubelet.service" in before
+    # The control devices and one /dev/char link per NVIDIA character device, each to its node.
+    for device in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"):
+        assert host.check_output(f"stat -c %F /dev/{device}") == "character special file", device
+    for minor in range(8):
+        link = host.file(f"/dev/char/195:{minor}")
+        assert link.is_symlink and link.linked_to == f"/dev/nvidia{minor}"
+    rule = host.file("/etc/udev/rules.d/71-nvidia-dev-char.rules").content_string
+    assert 'DEVPATH=="/bus/pci/drivers/nvidia"' in rule and "create-dev-char-symlinks --create-all" in rule
+
+
+def test_kernel_settings_are_written_for_the_next_boot(host):
+    only(host, *NODES)
+    assert host.file("/etc/modules-load.d/60-gpuops-kubernetes.conf").content_string.split("\n")[-3:-1] == [
+        "overlay",
+        "br_netfilter",
+    ]
+    assert "net.ipv4.ip_forward = 1" in host.file("/etc/sysctl.d/60-gpuops-kubernetes.conf").content_string
