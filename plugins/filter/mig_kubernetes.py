@@ -68,36 +68,10 @@ from ansible_collections.gpuops.cluster.plugins.module_utils import mig
 
 
 def mig_kubernetes(nodes):
-    per_node = {}
-    owned = []
-    for node in nodes:
-        layout = node.get("mig_layout") or {}
-        owner = node.get("mig_owner") or "host"
-        if owner not in ("host", "operator"):
-            raise AnsibleFilterError(f"mig_owner of {node.get('name')} is {owner!r}; it takes host or operator")
-        per_node[node["name"]] = mig.kubernetes_node(layout, node.get("nvidia_gpu"), owner)
-        if owner == "operator" and layout:
-            owned.append(layout)
-    strategy = mig.cluster_strategy([n["strategy"] for n in per_node.values()])
-    deciding = [name for name, n in sorted(per_node.items()) if n["strategy"] == strategy]
-    reason = (
-        f"{deciding[0]}: {per_node[deciding[0]]['reason']}"
-        if deciding and strategy != "none"
-        else "no node in MIG mode"
-    )
     try:
-        config = mig.parted_config(owned)
+        return mig.kubernetes_cluster(nodes)
     except ValueError as exc:
         raise AnsibleFilterError(str(exc)) from None
-    for node in per_node.values():
-        node["allocatable"] = mig.k8s_allocatable(node.pop("devices"), strategy)
-    return {
-        "strategy": strategy,
-        "reason": reason,
-        "mig_manager": any(n["owner"] == "operator" for n in per_node.values()),
-        "parted_config": config,
-        "nodes": per_node,
-    }
 
 
 class FilterModule:

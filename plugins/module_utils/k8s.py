@@ -25,6 +25,8 @@ import itertools
 import json
 import re
 
+from ansible_collections.gpuops.cluster.plugins.module_utils import mig as mig_utils
+
 # minor -> (end of life, GPU Operator validates it). kubernetes.io/releases; platform-support.rst.
 MINORS = {
     "1.33": ("2026-06-28", True),
@@ -632,3 +634,122 @@ def node_plan(nvidia_gpu, *, host_components, mig_labels, labels, taints, kubele
         "kubelet_reasons": kubelet_reasons,
         "problems": [dict(p, text=f"{p['message']}: {p['fix']}.") for p in problems],
     }
+
+
+# -- the control side: the GPU Operator (or the device plugin) over the host stack, and its gates ----
+# NFD's DaemonSets carry this name (the node-feature-discovery chart's labels).
+NFD_NAME = "node-feature-discovery"
+
+
+def foreign_nfd(daemonsets, own_namespace):
+    """The Node Feature Discovery DaemonSets outside ``own_namespace``: NFD another release runs.
+    The operator's own NFD (in its namespace) does not count, or a second run would turn it off."""
+    out = []
+    for ds in daemonsets or []:
+        meta = ds.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        named = labels.get("app.kubernetes.io/name") == NFD_NAME or str(meta.get("name", "")).startswith(NFD_NAME)
+        if named and meta.get("namespace") != own_namespace:
+            out.append(f"{meta.get('namespace')}/{meta.get('name')}")
+    return sorted(out)
+
+
+def device_plugin_values(mig, nfd_present):
+    """(values, reasons): the light variant, the device plugin chart with GPU Feature Discovery, over
+    the host's driver and toolkit."""
+    values, reasons = {}, {}
+    strategy = mig["strategy"]
+    _set(values, reasons, "migStrategy", strategy, mig["reason"])
+    _set(values, reasons, "nvidiaDriverRoot", "/", "the nvidia_driver role installed the driver on the host")
+    _set(
+        values,
+        reasons,
+        "runtimeClassName",
+        "nvidia",
+        "the plugin reads NVML through the host toolkit's nvidia runtime, which is not containerd's default",
+    )
+    _set(values, reasons, "gfd.enabled", True, "GPU Feature Discovery labels the nodes (product, count, MIG)")
+    _set(
+        values,
+        reasons,
+        "nfd.enabled",
+        not nfd_present,
+        "Node Feature Discovery already runs" if nfd_present else "no Node Feature Discovery runs yet",
+    )
+    return values, reasons
+
+
+def platform(
+    nodes,
+    *,
+    variant="operator",
+    chart="v26.7.0",
+    nfd_present=False,
+    kubernetes_version="",
+    dra=False,
+    namespace="gpu-operator",
+    tiers=None,
+):
+    """Everything the control-side play applies, from the k8s_nodes' facts and variables: the
+    chart's values with their reasons, the manifests (the namespace, the RuntimeClass nvidia, the
+    workload tiers' PriorityClasses), and each node's expected allocatable GPUs (or MIG slices).
+
+    ``nodes``: [{name, nvidia_gpu, mig_layout, mig_owner, dcgm_exporter}]; ``tiers``: the
+    workload_tiers filter's answer (or None)."""
+    if variant not in ("operator", "light"):
+        raise ValueError(f"k8s_platform_variant is {variant!r}: use operator (the GPU Operator) or light")
+    for node in nodes:
+        if variant == "light" and node.get("mig_owner") == "operator":
+            raise ValueError(
+                f"{node['name']} has mig_owner: operator, but the light variant runs no GPU Operator (no MIG "
+                "manager): set mig_owner: host there, or k8s_platform_variant: operator"
+            )
+    mig = mig_utils.kubernetes_cluster(nodes)
+    expected = {name: n["allocatable"] for name, n in mig["nodes"].items()}
+    strategy = mig["strategy"]
+    if variant == "operator":
+        values, reasons = gpu_operator_values(
+            chart,
+            mig=mig,
+            nfd_present=nfd_present,
+            host_dcgm_exporter=bool(nodes) and all(n.get("dcgm_exporter") for n in nodes),
+            kubernetes_version=kubernetes_version,
+            dra=dra,
+        )
+    else:
+        if dra:
+            raise ValueError("DRA comes with the GPU Operator's chart v26.7.0: set k8s_platform_variant: operator")
+        values, reasons = device_plugin_values(mig, nfd_present)
+    manifests = platform_manifests(namespace) + list(tiers or [])
+    return {
+        "values": values,
+        "reasons": reasons,
+        "manifests": manifests,
+        "expected": expected,
+        "mig_strategy": strategy,
+    }
+
+
+def allocatable_problems(node_objects, expected):
+    """What a node's allocatable GPUs (or MIG slices) say against what its facts and layout
+    expect: each node of ``expected`` must be in the cluster and show each resource at its count."""
+    seen = {
+        (n.get("metadata") or {}).get("name"): (n.get("status") or {}).get("allocatable") or {} for n in node_objects
+    }
+    out = []
+    for name in sorted(expected):
+        if name not in seen:
+            out.append(f"{name} is no node of the cluster: run the k8s_node role on it first")
+            continue
+        for resource, count in sorted(expected[name].items()):
+            got = seen[name].get(resource)
+            try:
+                number = int(str(got))
+            except ValueError:
+                number = None
+            if number != int(count):
+                out.append(
+                    f"{name} shows {resource}: {got if got is not None else 'none'}, its facts and layout say {count}: "
+                    "check the device plugin's pod on it and its log (a GPU lost, a MIG layout not applied)"
+                )
+    return out

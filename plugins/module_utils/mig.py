@@ -551,3 +551,38 @@ def kubernetes_node(layout, nvidia_gpu, owner="host"):
         "labels": k8s_labels(layout, owner),
         "owner": owner,
     }
+
+
+def kubernetes_cluster(nodes):
+    """The MIG side of a Kubernetes cluster: each node's (``nodes``: [{name, mig_layout, mig_owner,
+    nvidia_gpu}]), the strategy the cluster needs and which node decides it, whether the GPU
+    Operator's MIG manager is needed, the mig-parted config of the layouts it owns, and each node's
+    expected allocatable resources under that strategy. Raises ValueError for an unknown owner or
+    layouts that cannot share one config."""
+    per_node = {}
+    owned = []
+    for node in nodes:
+        layout = node.get("mig_layout") or {}
+        owner = node.get("mig_owner") or "host"
+        if owner not in ("host", "operator"):
+            raise ValueError(f"mig_owner of {node.get('name')} is {owner!r}; it takes host or operator")
+        per_node[node["name"]] = kubernetes_node(layout, node.get("nvidia_gpu"), owner)
+        if owner == "operator" and layout:
+            owned.append(layout)
+    strategy = cluster_strategy([n["strategy"] for n in per_node.values()])
+    deciding = [name for name, n in sorted(per_node.items()) if n["strategy"] == strategy]
+    reason = (
+        f"{deciding[0]}: {per_node[deciding[0]]['reason']}"
+        if deciding and strategy != "none"
+        else "no node in MIG mode"
+    )
+    config = parted_config(owned)
+    for node in per_node.values():
+        node["allocatable"] = k8s_allocatable(node.pop("devices"), strategy)
+    return {
+        "strategy": strategy,
+        "reason": reason,
+        "mig_manager": any(n["owner"] == "operator" for n in per_node.values()),
+        "parted_config": config,
+        "nodes": per_node,
+    }
