@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
@@ -58,8 +60,48 @@ def test_gpu_nodes_on_another_driver_or_left_drained_by_a_rollout_need_it(gpu, s
 
 def test_a_failure_keeps_the_drain_reason_an_operator_set():
     rescue = task("Keep the node drained, with what failed")
-    assert evaluate(rescue["when"], __rolling_keep_drained=True) is False
-    assert evaluate(rescue["when"], __rolling_keep_drained=False) is True
+    assert evaluate(rescue["when"], __slurm=True, __rolling_keep_drained=True) is False
+    assert evaluate(rescue["when"], __slurm=True, __rolling_keep_drained=False) is True
+    assert evaluate(rescue["when"], __slurm=False, __rolling_keep_drained=False) is False
+
+
+def _k8s_node(unschedulable=False, annotations=None):
+    return {
+        "stdout": json.dumps({"spec": {"unschedulable": unschedulable}, "metadata": {"annotations": annotations or {}}})
+    }
+
+
+@pytest.mark.parametrize(
+    ("node", "needed", "keep"),
+    [
+        (_k8s_node(), False, False),
+        # Left cordoned by a rollout that failed after the driver step: taken again, and uncordoned.
+        (
+            _k8s_node(True, {"gpuops.cluster/driver-upgrade": "gpuops driver upgrade to 580.95.05 failed at: Check"}),
+            True,
+            False,
+        ),
+        # Cordoned by someone else: left alone here, and kept cordoned by a rollout that takes it.
+        (_k8s_node(True, {"ops/reason": "bad fan"}), False, True),
+    ],
+)
+def test_kubernetes_nodes_left_cordoned_by_a_rollout_are_taken_again_others_stay_cordoned(node, needed, keep):
+    decide = task("Decide whether this node needs the upgrade")["ansible.builtin.set_fact"]
+    variables = {
+        "ansible_facts": {"nvidia_gpu": {"present": True, "driver_version": "580.95.05"}},
+        "nvidia_driver_version": "580.95.05",
+        "__rolling_before": {"skipped": True},
+        "__rolling_k8s_before": node,
+        "__annotation": "gpuops.cluster/driver-upgrade",
+        "__k8s": True,
+        "__slurm": False,
+    }
+    variables["__k8s_annotations"] = evaluate(decide["__k8s_annotations"], **variables)
+    assert str(evaluate(decide["__rolling_needed"], **variables)).strip() == str(needed)
+    note = task("Note a drain or cordon someone else set, which the rollout keeps")["ansible.builtin.set_fact"]
+    assert str(evaluate(note["__rolling_keep_cordoned"], **variables)).strip() == str(keep)
+    rescue = task("Keep the node cordoned in Kubernetes, annotated with what failed")
+    assert evaluate(rescue["when"], __k8s=True, __rolling_keep_cordoned=keep) is (not keep)
 
 
 @pytest.mark.parametrize(

@@ -191,3 +191,35 @@ def test_kernel_settings_are_written_for_the_next_boot(host):
         "br_netfilter",
     ]
     assert "net.ipv4.ip_forward = 1" in host.file("/etc/sysctl.d/60-gpuops-kubernetes.conf").content_string
+
+
+def test_the_rollout_cordoned_drained_and_uncordoned_the_h100_node(host):
+    """The side effect's rolling driver upgrade: the node annotated with why, cordoned and drained
+    (its pods listed for eviction), the driver upgraded, then uncordoned and the annotation gone;
+    the A100 node was not touched by it."""
+    only(host, "k8s-cp")
+    events = json.loads(host.check_output(f"{KUBECTL} get --raw /gpusim/events"))["events"]
+    h100 = [e for e in events if e["node"] == "k8s-h100"]
+    steps = []
+    for event in h100:
+        patch = event.get("patch", {})
+        if "evicted" in event:
+            steps.append("drain")
+        elif "unschedulable" in patch.get("spec", {}):
+            steps.append("cordon" if patch["spec"]["unschedulable"] else "uncordon")
+        else:
+            steps.append(json.dumps(patch.get("metadata", {}).get("annotations"), sort_keys=True))
+    reason = json.dumps({"gpuops.cluster/driver-upgrade": "gpuops driver upgrade to 580.95.05"})
+    assert steps == [reason, "cordon", "drain", "uncordon", json.dumps({"gpuops.cluster/driver-upgrade": None})]
+    assert not [e for e in events if e["node"] == "k8s-a100" and "annotations" in json.dumps(e)]
+    node = json.loads(host.check_output(f"{KUBECTL} get node k8s-h100 -o json"))
+    assert node["spec"]["unschedulable"] is False
+    assert "gpuops.cluster/driver-upgrade" not in node["metadata"]["annotations"]
+
+
+def test_the_h100_node_runs_the_new_driver(host):
+    only(host, "k8s-h100")
+    assert (
+        host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader").splitlines()
+        == ["580.95.05"] * 8
+    )

@@ -279,6 +279,8 @@ class Api(http.server.BaseHTTPRequestHandler):
             state["tokens"][token_id] = {"secret": secret, "expires": time.time() + ttl if ttl else None}
             save_state(state)
             return self.reply(201, {"token": f"{token_id}.{secret}"})
+        if method == "GET" and path == "/gpusim/events":
+            return self.reply(200, {"events": state.get("events", [])})
         if method == "GET" and path == "/gpusim/tokens":
             return self.reply(200, {"tokens": {k: v["expires"] for k, v in state["tokens"].items()}})
         if method == "GET" and path == "/api/v1/nodes":
@@ -306,9 +308,17 @@ class Api(http.server.BaseHTTPRequestHandler):
                             node["metadata"][field][key] = value
                 if "unschedulable" in patch.get("spec", {}):
                     node["spec"]["unschedulable"] = bool(patch["spec"]["unschedulable"])
+                # What was done to the node, in order, for the tests (the API server's audit log).
+                state.setdefault("events", []).append({"node": name, "patch": patch, "at": stamp(now())})
                 save_state(state)
                 return self.reply(200, node_object(node))
         if method == "GET" and path == "/api/v1/pods":
+            # kubectl drain lists the node's pods to evict them: no pod runs here, the listing is noted.
+            query = self.path.partition("?")[2]
+            node = query.partition("spec.nodeName=")[2].split("&")[0]
+            if node:
+                state.setdefault("events", []).append({"node": node, "evicted": [], "at": stamp(now())})
+                save_state(state)
             return self.reply(200, {"apiVersion": "v1", "kind": "PodList", "items": []})
         return self.fail(404, f"the server could not find the requested resource ({method} {path})")
 
