@@ -122,6 +122,8 @@ def test_containerd_was_repaired_and_runs_the_nvidia_runtime(host):
     for runtime in ("runc", "nvidia"):
         section = dump.split(f'[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{runtime}.options]', 1)[1]
         assert "SystemdCgroup = true" in section.split("[", 1)[0], runtime
+    # nvidia is the default runtime on Kubernetes nodes (the GPU Operator over a host toolkit).
+    assert 'default_runtime_name = "nvidia"' in dump
     assert host.service("containerd").is_running
 
 
