@@ -89,29 +89,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.cluster.plugins.module_utils.k8s import platform
 
 
-def k8s_platform(
-    nodes,
-    *,
-    variant="operator",
-    chart="v26.7.0",
-    nfd_present=False,
-    kubernetes_version="",
-    dra=False,
-    namespace="gpu-operator",
-    tiers=None,
-):
+def k8s_platform(nodes, **options):
     try:
-        return platform(
-            list(nodes or []),
-            variant=variant,
-            chart=chart,
-            nfd_present=bool(nfd_present),
-            kubernetes_version=str(kubernetes_version or "").lstrip("v"),
-            dra=bool(dra),
-            namespace=namespace,
-            tiers=tiers or [],
-        )
-    except ValueError as exc:
+        return platform(nodes, **options)
+    except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"k8s_platform: {exc}") from None
 
 

@@ -236,6 +236,18 @@ def _set(values, reasons, path, value, reason):
     reasons[path] = reason
 
 
+def _set_nfd(values, reasons, nfd_present):
+    """nfd.enabled: Node Feature Discovery of the chart only where no other release runs one (both
+    charts' key; the device plugin's is its NFD dependency's condition)."""
+    _set(
+        values,
+        reasons,
+        "nfd.enabled",
+        not nfd_present,
+        "Node Feature Discovery already runs" if nfd_present else "no Node Feature Discovery runs yet",
+    )
+
+
 def gpu_operator_values(
     chart,
     *,
@@ -257,13 +269,7 @@ def gpu_operator_values(
     _set(values, reasons, "driver.enabled", False, "the nvidia_driver role installed the driver on the host")
     _set(values, reasons, "toolkit.enabled", False, "the container_toolkit role installed the toolkit on the host")
     _set(values, reasons, "cdi.enabled", True, "containers get their GPUs through CDI (the toolkit's specs)")
-    _set(
-        values,
-        reasons,
-        "nfd.enabled",
-        not nfd_present,
-        "Node Feature Discovery already runs" if nfd_present else "no Node Feature Discovery runs yet",
-    )
+    _set_nfd(values, reasons, nfd_present)
     _set(values, reasons, "mig.strategy", mig["strategy"] if mig["strategy"] != "none" else "single", mig["reason"])
     _set(
         values,
@@ -666,16 +672,10 @@ def device_plugin_values(mig, nfd_present):
         reasons,
         "runtimeClassName",
         "nvidia",
-        "the plugin reads NVML through the host toolkit's nvidia runtime, which is not containerd's default",
+        "the plugin reads NVML through the host toolkit's nvidia runtime, by name, whatever containerd's default",
     )
     _set(values, reasons, "gfd.enabled", True, "GPU Feature Discovery labels the nodes (product, count, MIG)")
-    _set(
-        values,
-        reasons,
-        "nfd.enabled",
-        not nfd_present,
-        "Node Feature Discovery already runs" if nfd_present else "no Node Feature Discovery runs yet",
-    )
+    _set_nfd(values, reasons, nfd_present)
     return values, reasons
 
 
@@ -696,6 +696,8 @@ def platform(
 
     ``nodes``: [{name, nvidia_gpu, mig_layout, mig_owner, dcgm_exporter}]; ``tiers``: the
     workload_tiers filter's answer (or None)."""
+    nodes = list(nodes or [])
+    kubernetes_version = str(kubernetes_version or "").lstrip("v")
     if variant not in ("operator", "light"):
         raise ValueError(f"k8s_platform_variant is {variant!r}: use operator (the GPU Operator) or light")
     for node in nodes:
@@ -711,15 +713,15 @@ def platform(
         values, reasons = gpu_operator_values(
             chart,
             mig=mig,
-            nfd_present=nfd_present,
+            nfd_present=bool(nfd_present),
             host_dcgm_exporter=bool(nodes) and all(n.get("dcgm_exporter") for n in nodes),
             kubernetes_version=kubernetes_version,
-            dra=dra,
+            dra=bool(dra),
         )
     else:
         if dra:
             raise ValueError("DRA comes with the GPU Operator's chart v26.7.0: set k8s_platform_variant: operator")
-        values, reasons = device_plugin_values(mig, nfd_present)
+        values, reasons = device_plugin_values(mig, bool(nfd_present))
     manifests = platform_manifests(namespace) + list(tiers or [])
     return {
         "values": values,

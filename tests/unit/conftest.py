@@ -34,6 +34,20 @@ def load_script(path: Path, name: str):
     return module
 
 
+def trusted(value):
+    """``value`` with every string marked as a template Ansible may render (variables of a play or
+    a role read from YAML, as Ansible's loader marks them)."""
+    from ansible.template import trust_as_template  # noqa: PLC0415
+
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return {k: trusted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [trusted(v) for v in value]
+    return value
+
+
 @pytest.fixture(scope="session")
 def assemble():
     return load_script(GPUSIM / "assemble.py", "gpusim_assemble")

@@ -12,22 +12,12 @@ import sys
 import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+from ansible.template import Templar
 from ansible_collections.gpuops.cluster.plugins.action.input_rules import evaluate
-from conftest import ROOT
+from conftest import ROOT, trusted
 
 ROLES = ROOT / "roles"
 PREFLIGHT_DEFAULTS = yaml.safe_load((ROLES / "preflight" / "defaults" / "main.yml").read_text())
-
-
-def _trusted(value):
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: _trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_trusted(v) for v in value]
-    return value
 
 
 def facts(family="Debian", distribution="Debian", gpu=True):
@@ -63,8 +53,8 @@ def check(role, registered=None, family="Debian", distribution="Debian", **overr
     tasks = yaml.safe_load((folder / "tasks" / "inputs.yml").read_text())
     task = next(t for t in tasks if "gpuops.cluster.input_rules" in t)
     variables.update(task.get("vars", {}))
-    templar = Templar(loader=DataLoader(), variables=_trusted(variables))
-    args = templar.template(_trusted(task["gpuops.cluster.input_rules"]))
+    templar = Templar(loader=DataLoader(), variables=trusted(variables))
+    args = templar.template(trusted(task["gpuops.cluster.input_rules"]))
     errors, warnings, _message = evaluate(
         args["role"], args.get("rules", []), args.get("warnings", []), args.get("downloads")
     )

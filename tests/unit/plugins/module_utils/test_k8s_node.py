@@ -7,14 +7,12 @@ kubeadm.k8s.io/v1beta4 table the stand-in kubeadm reads strictly."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.cluster.plugins.filter.k8s_join_config import k8s_join_config
 from ansible_collections.gpuops.cluster.plugins.filter.k8s_node_plan import k8s_node_plan
 from ansible_collections.gpuops.cluster.plugins.module_utils import k8s
-from conftest import ROOT
+from conftest import ROOT, load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,10 +24,7 @@ H100 = {"present": True, "count": 8, "product": "NVIDIA H100 80GB HBM3", "driver
 def _standin():
     """The stand-in kubeadm's strict reader (tests/gpusim/repo/kube.py); yaml is all it imports
     beyond the standard library."""
-    spec = importlib.util.spec_from_file_location("gpusim_kube", ROOT / "tests" / "gpusim" / "repo" / "kube.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "tests" / "gpusim" / "repo" / "kube.py", "gpusim_kube")
 
 
 def test_labels_come_from_the_facts_the_host_and_the_user_last():

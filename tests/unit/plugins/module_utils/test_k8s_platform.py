@@ -12,11 +12,11 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+from ansible.template import Templar
 from ansible_collections.gpuops.cluster.plugins.filter.k8s_platform import k8s_platform
 from ansible_collections.gpuops.cluster.plugins.filter.workload_tiers import workload_tiers
 from ansible_collections.gpuops.cluster.plugins.module_utils import k8s
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, trusted
 
 H100, A100 = "0x2330", "0x20B2"
 TIERS = [{"name": "training", "priority": 1000, "preempt": True}, {"name": "inference", "priority": 100}]
@@ -125,16 +125,6 @@ def test_the_allocatable_gate_names_the_node_the_resource_and_both_counts():
     assert k8s.allocatable_problems(nodes, expected) == []
 
 
-def _trusted(value):
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: _trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_trusted(v) for v in value]
-    return value
-
-
 def test_the_play_s_expressions_work_out_the_platform_and_the_gate():
     """The play's set_fact and gate, templated with a cluster's answers: the filters, their
     arguments and the NFD selection as the play writes them."""
@@ -156,8 +146,8 @@ def test_the_play_s_expressions_work_out_the_platform_and_the_gate():
             ]
         },
     )
-    templar = Templar(loader=DataLoader(), variables=_trusted(variables))
-    platform = templar.template(_trusted(work["ansible.builtin.set_fact"]["__platform"]))
+    templar = Templar(loader=DataLoader(), variables=trusted(variables))
+    platform = templar.template(trusted(work["ansible.builtin.set_fact"]["__platform"]))
     assert platform["values"]["nfd"]["enabled"] is False  # NFD of the nfd namespace runs
     assert [m["metadata"]["name"] for m in platform["manifests"]][2:] == ["training", "inference"]
     gate = next(t for t in tasks["Check each node's allocatable GPUs or MIG slices against its facts"]["block"])
@@ -166,8 +156,8 @@ def test_the_play_s_expressions_work_out_the_platform_and_the_gate():
         {"metadata": {"name": "gpu-a100"}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}},
     ]
     variables.update(__platform=platform, __platform_cluster_nodes={"resources": nodes})
-    templar = Templar(loader=DataLoader(), variables=_trusted(variables))
-    assert templar.template(_trusted("{{ " + gate["until"] + " }}")) is False
+    templar = Templar(loader=DataLoader(), variables=trusted(variables))
+    assert templar.template(trusted("{{ " + gate["until"] + " }}")) is False
     nodes[0]["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] = "14"
-    templar = Templar(loader=DataLoader(), variables=_trusted(variables))
-    assert templar.template(_trusted("{{ " + gate["until"] + " }}")) is True
+    templar = Templar(loader=DataLoader(), variables=trusted(variables))
+    assert templar.template(trusted("{{ " + gate["until"] + " }}")) is True
