@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuops.cluster.plugins.module_utils.compat import driver_meets, vtuple
+
 # "[<c>c.]<g>g.<mem>gb[+me|+gfx|-me|+me.all]" (mig-parted's profile grammar).
 PROFILE = re.compile(r"(?:(\d)c\.)?(\d)g\.(\d{1,4})gb(\+me\.all|\+me|\+gfx|-me)?")
 
@@ -94,6 +96,52 @@ MODELS = {
         },
     ),
 }
+
+
+# The first driver with MIG on each GPU: MIG User Guide r620, "Deployment Considerations"
+# (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/620/deployment-considerations.html), by the
+# PCI device ids of MODELS. GPUs of a chip the guide does not name (H800, GH200, the 0x20B6 and
+# 0x233D variants) take the row of the chip's first MIG GPU: no driver before it had MIG on that chip.
+FIRST_DRIVERS = (
+    ("A100", ("0x20B0", "0x20B1", "0x20B2", "0x20B5", "0x20B6", "0x20F1", "0x20F3", "0x20F5", "0x20F6"), "450.80.02"),
+    ("A30", ("0x20B7",), "460.73.01"),
+    ("H100", ("0x2321", "0x2322", "0x2324", "0x2330", "0x2331", "0x233A", "0x233D", "0x2342", "0x2348"), "525.85.12"),
+    ("H20", ("0x2329",), "535.161.07"),
+    ("H200", ("0x2335", "0x233B"), "550.90.07"),
+    ("B200 and GB200", ("0x2901", "0x2941"), "570.133.20"),
+    ("RTX PRO 6000 Blackwell", ("0x2BB5",), "575.51.03"),
+    ("B300", ("0x3182",), "580.82.07"),
+    ("GB300", ("0x31C2",), "595.58.03"),
+)
+# Profiles that came after their GPU's first MIG driver (the guide's "Supported MIG Profiles", A30
+# notes: 1g.6gb+me from R470, 2g.12gb+me from R525).
+PROFILE_DRIVERS = {("0x20B7", "1g.6gb+me"): "470", ("0x20B7", "2g.12gb+me"): "525"}
+# Drivers that have MIG off on a GPU it otherwise supports (GPU Operator, platform-support.rst:
+# "MIG is unsupported on driver 575.57.08" for the RTX PRO 6000 Blackwell).
+BROKEN_DRIVERS = {"0x2BB5": ("575.57.08",)}
+
+
+def driver_problems(device_id, profiles, driver, variable="nvidia_driver_version"):
+    """Why ``driver`` (the exact version, or the branch where no exact one is declared) cannot run
+    ``profiles`` on the GPU with this PCI device id: MIG before its first driver, a profile before
+    its own, or a driver with MIG off on that GPU. Empty when it can, or when nothing is known."""
+    wanted = _device_id(device_id)
+    if not driver or not vtuple(driver) or wanted is None:
+        return []
+    out = []
+    for gpu, ids, first in FIRST_DRIVERS:
+        if wanted in ids and not driver_meets(driver, first):
+            out.append(
+                f"{variable} is {driver}; MIG on {gpu} needs driver {first} or newer "
+                f"(MIG User Guide, Deployment Considerations)"
+            )
+    for name in sorted(profiles):
+        first = PROFILE_DRIVERS.get((wanted, name))
+        if first and not driver_meets(driver, first):
+            out.append(f"{variable} is {driver}; profile {name} needs driver R{first} or newer")
+    if str(driver) in BROKEN_DRIVERS.get(wanted, ()):
+        out.append(f"{variable} is {driver}, which has MIG off on this GPU (GPU Operator platform support)")
+    return out
 
 
 class GpuProfiles:
@@ -344,10 +392,11 @@ def layout_shape_problems(layout, variable="mig_layout"):
     return out
 
 
-def layout_problems(layout, nvidia_gpu, variable="mig_layout"):
+def layout_problems(layout, nvidia_gpu, variable="mig_layout", driver=None, driver_variable="nvidia_driver_version"):
     """Every reason the layout cannot be applied to this node's GPUs (``nvidia_gpu`` facts): its
-    shape, GPU indices the node lacks, a GPU named twice, a GPU without MIG, and each GPU's
-    profiles against the GPU's own table (the nearest layouts that fit are offered)."""
+    shape, GPU indices the node lacks, a GPU named twice, a GPU without MIG, each GPU's profiles
+    against the GPU's own table (the nearest layouts that fit are offered), and, with ``driver``
+    (the version the run installs, or its branch), MIG and the profiles on that driver."""
     out = layout_shape_problems(layout, variable)
     if out:
         return out
@@ -382,6 +431,14 @@ def layout_problems(layout, nvidia_gpu, variable="mig_layout"):
             message = refusal(table, profiles, f"{where}.profiles on GPU {index} ({product})")
             if message:
                 out.append(message)
+            found = driver_problems(gpu.get("pci_device_id"), profiles, driver, driver_variable)
+            if found:
+                out.append(
+                    f"{where} puts GPU {index} ({product}) in MIG mode, but "
+                    + "; ".join(found)
+                    + f". Set {driver_variable} to a driver that has it, or leave MIG off on this GPU"
+                    f" (profiles: {{}})."
+                )
     return out
 
 

@@ -166,6 +166,28 @@ def test_chrony_needs_a_source():
     assert len(errors) == 1 and "list your NTP servers" in errors[0]
 
 
+def test_mig_refuses_a_layout_the_driver_the_run_installs_cannot_run():
+    """The rule reads the driver preflight resolved: the exact version where one is declared, else the branch."""
+    gpus = [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "pci_device_id": "0x2330", "mig_mode": None}]
+    node = dict(facts(), nvidia_gpu={"present": True, "gpus": gpus})
+    layout = {"name": "inference", "gpus": [{"devices": "all", "profiles": {"1g.10gb": 7}}]}
+    base = {"gpu_present": True, "ofed": {"flavour": "doca"}, "cuda": {"default": "12.8"}}
+    overrides = {"ansible_facts": node, "mig_layout": layout, "mig_manager_checksum": "sha256:" + "a" * 64}
+
+    stack = dict(base, driver={"branch": "470", "version": None})
+    errors, _warnings = check("mig", gpuops_stack=stack, **overrides)
+    assert len(errors) == 1 and "but nvidia_driver_branch is 470; MIG on H100 needs driver 525.85.12" in errors[0]
+
+    stack = dict(base, driver={"branch": "525", "version": "525.60.13"})
+    errors, _warnings = check("mig", gpuops_stack=stack, **overrides)
+    assert len(errors) == 1 and "Set nvidia_driver_version to a driver that has it" in errors[0]
+
+    stack = dict(base, driver={"branch": "580", "version": "580.95.05"})
+    assert check("mig", gpuops_stack=stack, **overrides) == ([], [])
+    # A stack preflight could not resolve (it reports why): the layout is still checked against the GPU.
+    assert check("mig", gpuops_stack=None, **overrides) == ([], [])
+
+
 def test_site_stops_on_a_bad_input_in_preflight_before_the_setup_play(tmp_path):
     """A run that would fail in the slurm role (its last) fails in preflight instead, on every host."""
     inventory = tmp_path / "hosts.yml"

@@ -195,6 +195,68 @@ def test_a_gpu_without_mig_is_named():
     assert mig.layout_problems(layout, l40s) == []
 
 
+# --- The driver the run installs (MIG User Guide r620, "Deployment Considerations") ---------------
+def test_every_mig_gpu_has_its_first_mig_driver():
+    listed = [device for _gpu, ids, _first in mig.FIRST_DRIVERS for device in ids]
+    assert len(listed) == len(set(listed))
+    assert sorted(listed) == sorted(device for ids, _c, _p in mig.MODELS.values() for device in ids)
+
+
+@pytest.mark.parametrize(
+    ("device", "profiles", "driver", "words"),
+    [
+        # An H100 on R470 has no MIG (its first is 525.85.12); A100 had it since 450.80.02.
+        (H100, {"1g.10gb": 7}, "470", ["MIG on H100 needs driver 525.85.12 or newer"]),
+        (H100, {"1g.10gb": 7}, "525.60.13", ["nvidia_driver_version is 525.60.13; MIG on H100 needs driver 525.85.12"]),
+        ("0x2335", {"1g.18gb": 7}, "535.183.01", ["MIG on H200 needs driver 550.90.07 or newer"]),
+        ("0x2901", {"1g.23gb": 7}, "570.86.15", ["MIG on B200 and GB200 needs driver 570.133.20 or newer"]),
+        ("0x3182", {"1g.34gb": 7}, "575", ["MIG on B300 needs driver 580.82.07 or newer"]),
+        ("0x2329", {"1g.12gb": 7}, "535.129.03", ["MIG on H20 needs driver 535.161.07 or newer"]),
+        # The A30's media profiles came later than its MIG: 1g.6gb+me with R470, 2g.12gb+me with R525.
+        ("0x20B7", {"2g.12gb+me": 1, "1g.6gb": 2}, "470.82.01", ["profile 2g.12gb+me needs driver R525 or newer"]),
+        ("0x20B7", {"1g.6gb+me": 1}, "460.73.01", ["profile 1g.6gb+me needs driver R470 or newer"]),
+        # A driver with MIG off on the RTX PRO 6000 (GPU Operator platform support), though newer than its first.
+        ("0x2BB5", {"1g.24gb": 4}, "575.57.08", ["575.57.08, which has MIG off on this GPU"]),
+    ],
+)
+def test_a_driver_without_mig_on_the_gpu_is_refused(device, profiles, driver, words):
+    found = mig.driver_problems(device, profiles, driver)
+    for word in words:
+        assert any(word in p for p in found), found
+
+
+@pytest.mark.parametrize(
+    ("device", "profiles", "driver"),
+    [
+        (H100, {"1g.10gb": 7}, "525.85.12"),
+        (H100, {"1g.10gb": 7}, "580"),  # a branch is taken at its newest
+        ("0x2901", {"1g.23gb": 7}, "570"),
+        ("0x20B2", {"1g.10gb": 7}, "450.80.02"),  # A100 80GB, its first MIG driver
+        ("0x20B7", {"2g.12gb+me": 1}, "525.60.13"),
+        ("0x2BB5", {"1g.24gb": 4}, "580.95.05"),
+        (H100, {"1g.10gb": 7}, ""),  # no driver known: nothing to say
+        ("0x26B9", {"1g.10gb": 7}, "470"),  # not a MIG GPU: layout_problems says so, not this
+    ],
+)
+def test_a_driver_with_mig_on_the_gpu_passes(device, profiles, driver):
+    assert mig.driver_problems(device, profiles, driver) == []
+
+
+def test_the_layout_names_the_driver_variable_the_gpu_and_the_fix():
+    facts = node("0x2330", "0x26B9")
+    facts["gpus"][0]["name"] = "NVIDIA H100 80GB HBM3"
+    layout = {"name": "inference", "gpus": [{"devices": [0], "profiles": {"1g.10gb": 7}}, {"devices": [1]}]}
+    (message,) = mig.layout_problems(layout, facts, driver="470", driver_variable="nvidia_driver_branch")
+    assert message == (
+        "mig_layout.gpus[0] puts GPU 0 (NVIDIA H100 80GB HBM3) in MIG mode, but nvidia_driver_branch is 470; "
+        "MIG on H100 needs driver 525.85.12 or newer (MIG User Guide, Deployment Considerations). "
+        "Set nvidia_driver_branch to a driver that has it, or leave MIG off on this GPU (profiles: {})."
+    )
+    # MIG off needs nothing of the driver; a driver that has MIG passes.
+    assert mig.layout_problems({"name": "off", "gpus": [{"devices": "all"}]}, facts, driver="470") == []
+    assert mig.layout_problems(layout, facts, driver="580.95.05") == []
+
+
 def test_changes_say_per_gpu_what_differs_and_ignore_gpus_not_named():
     facts = node("0x2330", "0x2330", "0x2330")
     facts["gpus"][1].update(
