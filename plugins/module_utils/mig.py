@@ -102,6 +102,9 @@ MODELS = {
 # (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/620/deployment-considerations.html), by the
 # PCI device ids of MODELS. GPUs of a chip the guide does not name (H800, GH200, the 0x20B6 and
 # 0x233D variants) take the row of the chip's first MIG GPU: no driver before it had MIG on that chip.
+# The guide's "GB300 (DGX Station)" row (R595, 595.58.03) is not applied to 0x31C2: no source here ties
+# that id to the DGX Station rather than to the GB300 of NVL72 racks, so it takes B300's (the same chip),
+# and a driver between the two is let through rather than refused on a guess.
 FIRST_DRIVERS = (
     ("A100", ("0x20B0", "0x20B1", "0x20B2", "0x20B5", "0x20B6", "0x20F1", "0x20F3", "0x20F5", "0x20F6"), "450.80.02"),
     ("A30", ("0x20B7",), "460.73.01"),
@@ -110,8 +113,7 @@ FIRST_DRIVERS = (
     ("H200", ("0x2335", "0x233B"), "550.90.07"),
     ("B200 and GB200", ("0x2901", "0x2941"), "570.133.20"),
     ("RTX PRO 6000 Blackwell", ("0x2BB5",), "575.51.03"),
-    ("B300", ("0x3182",), "580.82.07"),
-    ("GB300", ("0x31C2",), "595.58.03"),
+    ("B300 and GB300", ("0x3182", "0x31C2"), "580.82.07"),
 )
 # Profiles that came after their GPU's first MIG driver (the guide's "Supported MIG Profiles", A30
 # notes: 1g.6gb+me from R470, 2g.12gb+me from R525).

@@ -210,7 +210,8 @@ def test_every_mig_gpu_has_its_first_mig_driver():
         (H100, {"1g.10gb": 7}, "525.60.13", ["nvidia_driver_version is 525.60.13; MIG on H100 needs driver 525.85.12"]),
         ("0x2335", {"1g.18gb": 7}, "535.183.01", ["MIG on H200 needs driver 550.90.07 or newer"]),
         ("0x2901", {"1g.23gb": 7}, "570.86.15", ["MIG on B200 and GB200 needs driver 570.133.20 or newer"]),
-        ("0x3182", {"1g.34gb": 7}, "575", ["MIG on B300 needs driver 580.82.07 or newer"]),
+        ("0x3182", {"1g.34gb": 7}, "575", ["MIG on B300 and GB300 needs driver 580.82.07 or newer"]),
+        ("0x31C2", {"1g.35gb": 7}, "575.64.05", ["MIG on B300 and GB300 needs driver 580.82.07 or newer"]),
         ("0x2329", {"1g.12gb": 7}, "535.129.03", ["MIG on H20 needs driver 535.161.07 or newer"]),
         # The A30's media profiles came later than its MIG: 1g.6gb+me with R470, 2g.12gb+me with R525.
         ("0x20B7", {"2g.12gb+me": 1, "1g.6gb": 2}, "470.82.01", ["profile 2g.12gb+me needs driver R525 or newer"]),
