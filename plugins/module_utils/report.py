@@ -248,7 +248,9 @@ th{background:#f4f4f4} td.v{font-weight:600;text-transform:uppercase;white-space
 .note{color:#555;font-size:.85em}
 </style></head><body>
 <h1>GPU cluster validation <span class="badge {{ report.verdict }}">{{ report.verdict }}</span></h1>
-<p class="note">Generated {{ report.generated }}; mode <b>{{ report.mode }}</b>; {{ report.nodes | length }} node(s).
+<p class="note">Generated {{ report.generated }}; mode <b>{{ report.mode }}</b>; {{ report.nodes | length }} node(s)
+{%- if report.earlier %}, {{ report.earlier }} of them from earlier runs (not in this one; each with its date)
+{%- endif %}.
 Every expected value comes from the node's detected hardware or a threshold named in the reason.</p>
 {% if report.missing_libraries %}<p class="note">No plots or topology pictures: the controller lacks
 {{ report.missing_libraries | join(', ') }} (pip install {{ report.missing_libraries | join(' ') }}).</p>{% endif %}

@@ -68,6 +68,14 @@ options:
   baseline_dir:
     description: Folder of the baselines.
     type: path
+  earlier:
+    description:
+      - The last verdict of each node that this run did not validate (a C(--limit) run), from the fleet state's
+        C(validation) section (inventory name to C(verdict), C(date), C(findings)); the report lists them with
+        their date, so that a limited run adds to the cluster's report instead of replacing it. They are neither
+        drained nor resumed.
+    type: dict
+    default: {}
   drain_prefix:
     description: Start of the drain reasons this module writes; a node drained with it that passes
       now is resumed, a node drained for another reason is left alone.
@@ -116,6 +124,12 @@ html:
   description: Path of the HTML report.
   returned: always
   type: str
+records:
+  description:
+    - Per node of this run, what the fleet state's C(validation) section keeps - C(verdict) (fail, or pass for a
+      node without a failed check), C(result) (its own verdict, pass, warn or skip), C(date) and C(findings).
+  returned: always
+  type: dict
 json:
   description: Path of the JSON report.
   returned: always
@@ -165,6 +179,7 @@ def main():
             "dest": {"type": "path", "required": True},
             "baseline_record": {"type": "bool", "default": False},
             "baseline_dir": {"type": "path"},
+            "earlier": {"type": "dict", "default": {}},
             "drain_prefix": {"type": "str", "default": "gpuops-validate:"},
         },
         supports_check_mode=True,
@@ -190,6 +205,7 @@ def main():
         "mode": p["mode"],
         "missing_libraries": missing,
         "nodes": {},
+        "earlier": 0,
         "cluster": {"checks": list(p["cluster_checks"]), "nccl": []},
         "actions": {},
     }
@@ -202,6 +218,7 @@ def main():
         verdict = v.worst(checks)
         entry = {
             "verdict": verdict,
+            "date": now.strftime("%Y-%m-%d %H:%M:%S UTC"),
             "summary": _summary(node),
             "checks": checks,
             "nccl": [
@@ -246,6 +263,33 @@ def main():
         report["cluster"]["nccl_svg"] = r.bandwidth_svg(report["cluster"]["nccl"], "across nodes (NCCL_ALGO=Ring)")
     all_checks = [c for node in report["nodes"].values() for c in node["checks"]] + report["cluster"]["checks"]
     report["verdict"] = v.worst(all_checks)
+    records = {
+        host: {
+            "verdict": "fail" if entry["verdict"] == "fail" else "pass",
+            "result": entry["verdict"],
+            "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "findings": by_host.get(host, []),
+        }
+        for host, entry in report["nodes"].items()
+    }
+    # Nodes of earlier runs, as they were then: listed with their date, not judged again.
+    for host, last in sorted(p["earlier"].items()):
+        if host in report["nodes"] or not isinstance(last, dict):
+            continue
+        report["earlier"] += 1
+        report["nodes"][host] = {
+            "verdict": last.get("result") or last.get("verdict") or "skip",
+            "date": str(last.get("date") or "unknown"),
+            "earlier": True,
+            "summary": "not in this run: {} as validated on {}{}".format(
+                last.get("verdict"),
+                last.get("date"),
+                "; " + "; ".join(last["findings"]) if last.get("findings") else "",
+            ),
+            "checks": [],
+            "nccl": [],
+        }
+        report["actions"][host] = "none (an earlier run's verdict, {})".format(last.get("date"))
     report["drain"] = drain
     report["resume"] = resume
     report["findings"] = findings
@@ -284,6 +328,7 @@ def main():
         findings_by_host={host: lines for host, lines in by_host.items() if lines},
         html=html_path,
         json=json_path,
+        records=records,
         warnings_text=warnings_text,
     )
 

@@ -226,6 +226,29 @@ def test_report_decides_drain_and_resume_and_writes_a_self_contained_page(contro
     assert data["nodes"]["n2"]["verdict"] == "fail" and "nccl_svg" not in data["nodes"]["n1"]
 
 
+def test_a_limited_run_adds_to_the_report_with_each_node_s_date_and_records_its_verdicts(controller, tmp_path):
+    """A --limit run: the nodes it did not validate come from the fleet state's validation section,
+    listed with their date and neither drained nor resumed; this run's nodes are returned as the
+    records the fleet state keeps (fail, or pass for a node without a failed check)."""
+    earlier = {
+        "n3": {"verdict": "pass", "result": "pass", "date": "2026-11-20T08:00:00Z", "findings": []},
+        "n4": {"verdict": "fail", "result": "fail", "date": "2026-11-21T09:30:00Z", "findings": ["n4: xid GPU2"]},
+        # A node of this run is judged now, never taken from the state.
+        "n2": {"verdict": "pass", "result": "pass", "date": "2026-11-01T00:00:00Z", "findings": []},
+    }
+    result = run_module(validation_report.main, _report_args(tmp_path, earlier=earlier)).result
+    assert result["drain"] == {"n2": "gpuops-validate: pcie GPU5"} and result["resume"] == ["n1"]
+    assert sorted(result["records"]) == ["n1", "n2"]
+    assert result["records"]["n2"]["verdict"] == "fail" and result["records"]["n1"]["verdict"] == "pass"
+    assert result["records"]["n2"]["findings"] == result["findings"]
+    data = json.loads((tmp_path / "report" / "validation.json").read_text())
+    assert sorted(data["nodes"]) == ["n1", "n2", "n3", "n4"] and data["earlier"] == 2
+    assert data["nodes"]["n4"]["date"] == "2026-11-21T09:30:00Z" and data["nodes"]["n4"]["verdict"] == "fail"
+    assert data["nodes"]["n2"]["verdict"] == "fail" and not data["nodes"]["n2"].get("earlier")
+    html = (tmp_path / "report" / "validation.html").read_text()
+    assert "2 of them from earlier runs" in html and "n4: xid GPU2" in html
+
+
 def test_report_in_report_mode_drains_nothing_and_check_mode_writes_nothing(controller, tmp_path):
     result = run_module(validation_report.main, _report_args(tmp_path, mode="report")).result
     assert result["drain"] == {} and result["resume"] == []

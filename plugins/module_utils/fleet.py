@@ -1,0 +1,255 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet state: what the cluster-wide files need from each node, kept across runs.
+
+One JSON file per node (``<dir>/<node>.json``) on the fleet host. A record holds sections, each
+written by the role that owns it (``slurm``: the node's Slurm description; ``scrape``: its
+exporter targets; ``validation``: its last verdict) with the date its data last changed. A run
+records the sections of the nodes it reached and keeps what earlier runs recorded for the others;
+the cluster-wide files are rendered from the result, intersected with the inventory.
+
+Everything here is pure: reading a folder and writing files is the fleet_state module's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+# The record layout this collection writes. A file of a higher number comes from a newer
+# collection: refused, never rewritten in a layout it does not know.
+SCHEMA = 1
+
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+_HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$")
+_TARGET = re.compile(r"^[A-Za-z0-9.:\[\]_-]+:[0-9]{1,5}$")
+_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9:]{8}Z)?$")
+
+_SPEC_INTS = ("cpus", "boards", "sockets_per_board", "cores_per_socket", "threads_per_core", "real_memory", "gpus")
+
+
+class FleetError(ValueError):
+    """A fleet-state file or record that cannot be used; the message names the node, the file and the fix."""
+
+
+def check_node(node):
+    """An inventory name usable as a file name; raise FleetError otherwise."""
+    if not isinstance(node, str) or not _NODE.match(node) or node in (".", ".."):
+        raise FleetError(
+            f"{node!r} cannot name a fleet-state record: use inventory names of letters, digits, '.', '_' and '-'."
+        )
+    return node
+
+
+def file_name(node):
+    return check_node(node) + ".json"
+
+
+def _need(cond, node, path, what):
+    if cond:
+        return
+    if path is None:
+        raise FleetError(
+            f"{node}: this run's data for the fleet state: {what}. The role that recorded it gave a bad value; "
+            "report it with the node's facts."
+        )
+    raise FleetError(
+        f"{node}: the fleet state's {path}: {what}. Delete the file (the next run that reaches {node} "
+        f"records it again) or restore it from a backup."
+    )
+
+
+def _slurm(data, node, path):
+    _need(isinstance(data, dict), node, path, "slurm section is not a mapping")
+    _need(
+        isinstance(data.get("hostname"), str) and _HOSTNAME.match(data["hostname"]),
+        node,
+        path,
+        f"slurm section has no usable hostname ({data.get('hostname')!r})",
+    )
+    spec = data.get("spec")
+    _need(isinstance(spec, dict), node, path, "slurm section has no node description (spec)")
+    for key in _SPEC_INTS:
+        value = spec.get(key)
+        _need(
+            isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+            node,
+            path,
+            f"node description has no whole number {key} (got {value!r})",
+        )
+    _need(spec["cpus"] > 0 and spec["real_memory"] > 0, node, path, "node description has no CPUs or memory")
+    _need(isinstance(spec.get("gres"), str), node, path, "node description has no gres string")
+    devices = spec.get("gres_devices")
+    _need(isinstance(devices, list), node, path, "node description has no gres_devices list")
+    for device in devices:
+        _need(
+            isinstance(device, dict)
+            and isinstance(device.get("type"), str)
+            and isinstance(device.get("file", device.get("files")), str),
+            node,
+            path,
+            f"gres device {device!r} has no type and file",
+        )
+        _need(
+            all(isinstance(value, str) for value in device.values()),
+            node,
+            path,
+            f"gres device {device!r} has a value that is not text",
+        )
+
+
+def _scrape(data, node, path):
+    _need(isinstance(data, dict), node, path, "scrape section is not a mapping")
+    targets = data.get("targets")
+    _need(isinstance(targets, dict), node, path, "scrape section has no targets mapping")
+    for job, target in targets.items():
+        _need(
+            isinstance(job, str) and isinstance(target, str) and _TARGET.match(target),
+            node,
+            path,
+            f"scrape target {job!r}: {target!r} is not host:port",
+        )
+    labels = data.get("labels", {})
+    _need(
+        isinstance(labels, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()),
+        node,
+        path,
+        "scrape labels are not text",
+    )
+
+
+def _validation(data, node, path):
+    _need(isinstance(data, dict), node, path, "validation section is not a mapping")
+    _need(data.get("verdict") in ("pass", "fail"), node, path, f"validation verdict {data.get('verdict')!r}")
+    _need(isinstance(data.get("date"), str) and _DATE.match(data["date"]), node, path, "validation date is not a date")
+    _need(isinstance(data.get("findings", []), list), node, path, "validation findings are not a list")
+
+
+# Each section with the check its data must pass, written and read alike.
+SECTIONS = {"slurm": _slurm, "scrape": _scrape, "validation": _validation}
+
+
+def check_section(section, data, node, path):
+    if section not in SECTIONS:
+        raise FleetError(f"{section!r} is not a fleet-state section; the sections are {', '.join(sorted(SECTIONS))}.")
+    SECTIONS[section](data, node, path)
+
+
+def parse_record(text, node, path):
+    """One node's record from its file's text: ``{"schema", "node", "sections": {name: {"data", "since"}}}``.
+
+    Sections this collection does not know are kept as they are (a newer collection's, same
+    schema); a known section is checked.
+    """
+    check_node(node)
+    try:
+        record = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise FleetError(
+            f"{node}: {path} is not valid JSON ({err}). Delete it (the next run that reaches {node} records "
+            "it again) or restore it from a backup."
+        ) from None
+    _need(isinstance(record, dict), node, path, "is not a JSON object")
+    schema = record.get("schema")
+    _need(isinstance(schema, int) and not isinstance(schema, bool), node, path, "has no schema number")
+    if schema > SCHEMA:
+        raise FleetError(
+            f"{node}: {path} has fleet-state schema {schema}, written by a newer gpuops.cluster (this one reads "
+            f"{SCHEMA}). Run the newer collection, or move the folder aside to start the state again."
+        )
+    _need(record.get("node") == node, node, path, f"names node {record.get('node')!r}, not {node!r}")
+    sections = record.get("sections")
+    _need(isinstance(sections, dict), node, path, "has no sections")
+    for name, entry in sections.items():
+        _need(
+            isinstance(entry, dict) and "data" in entry and isinstance(entry.get("since"), str),
+            node,
+            path,
+            f"section {name!r} has no data and date",
+        )
+        if name in SECTIONS:
+            check_section(name, entry["data"], node, path)
+    return record
+
+
+def render_record(record):
+    """The file's text: sorted keys, so that equal records are equal bytes."""
+    return json.dumps(record, indent=2, sort_keys=True) + "\n"
+
+
+def merge(stored, section, fresh, inventory, *, today, remove=()):
+    """Merge this run's data for one section into the stored records.
+
+    ``stored``: node -> parsed record (every file of the folder). ``fresh``: node -> this run's
+    data for ``section``. ``inventory``: the nodes that belong to the section's files now.
+    ``remove``: nodes whose whole record goes. Returns a dict with
+    ``writes`` (node -> record to write, only where it differs), ``deletes`` (nodes whose file goes),
+    ``nodes`` (node -> data, the inventory's nodes with data, fresh or kept), ``kept`` (node -> the
+    date of the data kept for a node this run did not reach), ``missing`` (inventory nodes with
+    no data), ``absent`` (node -> data, for the nodes recorded for this section but out of the
+    inventory), ``new``
+    (fresh nodes that had no data for this section before) and ``changed_keys`` (node -> the keys of
+    its data that differ from what was recorded, for the fresh nodes that had data before).
+    """
+    if section not in SECTIONS:
+        raise FleetError(f"{section!r} is not a fleet-state section; the sections are {', '.join(sorted(SECTIONS))}.")
+    inventory = [check_node(node) for node in inventory]
+    remove = set(check_node(node) for node in remove)
+    both = sorted(remove & set(fresh))
+    if both:
+        raise FleetError(
+            f"{', '.join(both)}: recorded by this run and removed by it at once. Take "
+            f"{'them' if len(both) > 1 else 'it'} out of the removal, or out of this run (--limit)."
+        )
+    writes, new, changed_keys = {}, [], {}
+    for node in sorted(fresh):
+        check_node(node)
+        data = fresh[node]
+        check_section(section, data, node, None)
+        before = stored.get(node)
+        entry = ((before or {}).get("sections") or {}).get(section)
+        if entry is not None and entry["data"] == data:
+            continue
+        if entry is None:
+            new.append(node)
+        elif isinstance(entry["data"], dict) and isinstance(data, dict):
+            changed_keys[node] = sorted(
+                key for key in set(entry["data"]) | set(data) if entry["data"].get(key) != data.get(key)
+            )
+        record = {
+            "schema": SCHEMA,
+            "node": node,
+            "sections": dict((before or {}).get("sections") or {}),
+        }
+        record["sections"][section] = {"data": data, "since": today}
+        writes[node] = record
+    nodes, kept, missing = {}, {}, []
+    for node in inventory:
+        if node in remove:
+            continue
+        if node in fresh:
+            nodes[node] = fresh[node]
+            continue
+        entry = ((stored.get(node) or {}).get("sections") or {}).get(section)
+        if entry is None:
+            missing.append(node)
+        else:
+            nodes[node] = entry["data"]
+            kept[node] = entry["since"]
+    members = set(inventory)
+    absent = {
+        node: record["sections"][section]["data"]
+        for node, record in sorted(stored.items())
+        if section in record.get("sections", {}) and node not in members
+    }
+    deletes = sorted(node for node in remove if node in stored)
+    return {
+        "writes": writes,
+        "deletes": deletes,
+        "nodes": nodes,
+        "kept": kept,
+        "missing": missing,
+        "absent": absent,
+        "new": new,
+        "changed_keys": changed_keys,
+    }

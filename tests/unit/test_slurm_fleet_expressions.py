@@ -1,0 +1,151 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The slurm role's fleet decisions, templated as Ansible templates them from the role's own files:
+which nodes would keep a stale slurm.conf in a limited run, which nodes leave slurm.conf, which
+join and which changed hardware. The operator's cases: all in the run, --limit on a new node, a
+config-less cluster, a backup controller out of the run."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+from conftest import ROOT, trusted
+
+ROLE = ROOT / "roles" / "slurm"
+VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+
+
+def task(path, name):
+    return next(t for t in yaml.safe_load((ROLE / "tasks" / path).read_text()) if t.get("name") == name)
+
+
+STALE = task(
+    "config.yml",
+    "Refuse to change the node lines while compute nodes that keep their own slurm.conf are out of this run",
+)
+COLLECT = task("config.yml", "Collect every compute node's description")
+LEAVING = task("leave.yml", "Work out which nodes leave slurm.conf")
+
+
+def templar(play, hostvars=None, controllers=("ctl",), compute=("gpu01", "gpu02", "gpu03"), **extra):
+    variables = dict(DEFAULTS)
+    variables.update(VARS)
+    groups = {"all": [*controllers, *compute], "slurm_controller": list(controllers), "slurm_compute": list(compute)}
+    variables.update(
+        groups=groups,
+        ansible_play_hosts_all=list(play),
+        ansible_play_hosts=list(play),
+        ansible_play_batch=list(play),
+        hostvars={host: dict((hostvars or {}).get(host, {}), inventory_hostname=host) for host in groups["all"]},
+        **extra,
+    )
+    return Templar(loader=DataLoader(), variables=trusted(variables))
+
+
+def stale(play, **kwargs):
+    t = templar(play, **kwargs)
+    return t.template(trusted(STALE["vars"]["__stale"]))
+
+
+def test_a_run_over_every_host_leaves_no_copy_stale():
+    assert stale(["ctl", "gpu01", "gpu02", "gpu03"]) == []
+
+
+def test_a_limited_run_names_the_compute_nodes_that_keep_their_own_copy():
+    assert stale(["gpu03"]) == ["gpu01", "gpu02"]
+
+
+def test_config_less_nodes_take_slurm_conf_from_slurmctld():
+    configless = {"gpu01": {"slurm_configless": True}, "gpu02": {"slurm_configless": True}}
+    assert stale(["gpu03"], hostvars=configless) == []
+
+
+def test_a_backup_controller_out_of_the_run_keeps_its_own_copy():
+    configless = {h: {"slurm_configless": True} for h in ("gpu01", "gpu02", "gpu03")}
+    assert stale(["gpu03"], hostvars=configless, controllers=("ctl1", "ctl2")) == ["ctl2"]
+
+
+def test_a_node_down_is_in_the_run_and_not_named():
+    """A node that is down was targeted (ansible_play_hosts_all): it is not refused, and gets its
+    copy when a run reaches it again."""
+    t = templar(["ctl", "gpu01", "gpu02", "gpu03"])
+    t.available_variables = dict(t.available_variables, ansible_play_hosts=["ctl", "gpu01", "gpu02"])
+    assert t.template(trusted(STALE["vars"]["__stale"])) == []
+
+
+def plan(**fields):
+    result = {"nodes": {}, "kept": {}, "missing": [], "absent": {}, "new": [], "changed_keys": {}, "written": []}
+    result.update(fields)
+    return result
+
+
+def collected(fleet_result):
+    t = templar(["ctl", "gpu01"], fleet_result=fleet_result, __slurm_configless_node=False, __slurm_controller="ctl")
+    return {
+        key: t.template(trusted(COLLECT["ansible.builtin.set_fact"][key]))
+        for key in ("__slurm_nodes", "__slurm_joining", "__slurm_rehardwared", "__slurm_lines_change")
+    }
+
+
+def node(host, gpus=4):
+    return {"hostname": host, "spec": {"gres": f"gpu:l40s:{gpus}"}, "hardware": {"gpus": gpus, "product": "L40S"}}
+
+
+def test_the_first_build_drains_nothing_for_burn_in():
+    out = collected(
+        plan(nodes={"gpu01": node("gpu01"), "gpu02": node("gpu02")}, new=["gpu01", "gpu02"], written=["gpu01", "gpu02"])
+    )
+    assert out["__slurm_joining"] == [] and out["__slurm_lines_change"] is True
+    assert out["__slurm_nodes"] == {"gpu01": {"gres": "gpu:l40s:4"}, "gpu02": {"gres": "gpu:l40s:4"}}
+
+
+def test_a_node_joining_a_running_cluster_is_drained_for_burn_in():
+    out = collected(
+        plan(
+            nodes={"gpu01": node("gpu01"), "gpu03": node("gpu03")},
+            kept={"gpu01": "d"},
+            new=["gpu03"],
+            written=["gpu03"],
+        )
+    )
+    assert out["__slurm_joining"] == ["gpu03"]
+
+
+def test_a_node_whose_gpus_changed_is_drained_and_one_whose_memory_changed_is_not():
+    out = collected(
+        plan(
+            nodes={"gpu01": node("gpu01", 3), "gpu02": node("gpu02")},
+            written=["gpu01", "gpu02"],
+            changed_keys={"gpu01": ["hardware", "spec"], "gpu02": ["spec"]},
+        )
+    )
+    assert out["__slurm_rehardwared"] == ["gpu01"] and out["__slurm_joining"] == []
+
+
+def test_a_no_op_run_changes_no_line():
+    out = collected(plan(nodes={"gpu01": node("gpu01")}, kept={}))
+    assert out["__slurm_lines_change"] is False
+
+
+@pytest.mark.parametrize(
+    ("known", "expected"),
+    [
+        # old09 left the compute group, gpu05 was never recorded and not reached: both known to slurmctld.
+        ("old09-ib\ngpu05\ngpu01\n", {"old09-ib": "old09", "gpu05": "gpu05"}),
+        # slurmctld does not know them: nothing to drain or wait for.
+        ("gpu01\n", {}),
+        # slurmctld does not answer: nothing is taken as known (the run refuses unless forced).
+        ("unanswered: slurm_load_partitions: Unable to contact slurm controller", {}),
+    ],
+)
+def test_the_nodes_that_leave_are_those_slurmctld_knows(known, expected):
+    t = templar(
+        ["ctl", "gpu01"],
+        __slurm_plan=plan(absent={"old09": node("old09-ib")}, missing=["gpu05"]),
+        __slurm_known={"stdout": known},
+        **LEAVING["vars"],
+    )
+    assert t.template(trusted(LEAVING["ansible.builtin.set_fact"]["__slurm_leaving"])) == expected
