@@ -149,3 +149,17 @@ def test_the_nodes_that_leave_are_those_slurmctld_knows(known, expected):
         **LEAVING["vars"],
     )
     assert t.template(trusted(LEAVING["ansible.builtin.set_fact"]["__slurm_leaving"])) == expected
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "roles" / "fleet" / "tasks").glob("*.yml")), ids=lambda p: p.name)
+def test_the_fleet_role_runs_whenever_a_tagged_role_includes_it(path):
+    """include_role does not pass its tags on: a task of the fleet role without the always tag would
+    be skipped under --tags slurm or --tags dcgm, and the role that included it would read no state."""
+    for task in yaml.safe_load(path.read_text()):
+        assert "always" in task.get("tags", []), task["name"]
+
+
+def test_the_leave_checks_are_imported_so_that_they_take_the_role_s_tags():
+    tasks = yaml.safe_load((ROLE / "tasks" / "config.yml").read_text())
+    (leave,) = [t for t in tasks if "leave.yml" in str(t.get("ansible.builtin.import_tasks", ""))]
+    assert leave["ansible.builtin.import_tasks"] == "leave.yml"
