@@ -7,7 +7,8 @@ name: nccl_multi_plan
 short_description: The NCCL measurements across nodes the validate role runs
 version_added: 0.2.0
 description:
-  - Disjoint pairs of nodes on the same compute fabric (an odd node out pairs with the first),
+  - Disjoint pairs of nodes on the same compute fabric (an odd node out pairs with a validated
+    node of its fabric out of this run where there is one, else with the first),
     then the whole set of each fabric when it has more than two nodes, each with the bus
     bandwidth to expect (C(NCCL_ALGO=Ring) measures the NICs; the node with the fewest or slowest
     Active compute ports sets it) and the floor.
@@ -47,8 +48,8 @@ _value:
 from ansible_collections.gpuops.cluster.plugins.module_utils.validation import multi_node_plan
 
 
-def nccl_multi_plan(nodes, thresholds=None, whole_set=True):
-    return multi_node_plan(nodes, thresholds, whole_set)
+def nccl_multi_plan(nodes, thresholds=None, whole_set=True, partners=None):
+    return multi_node_plan(nodes, thresholds, whole_set, partners)
 
 
 class FilterModule:

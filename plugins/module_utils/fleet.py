@@ -123,6 +123,18 @@ def _validation(data, node, path):
     _need(data.get("verdict") in ("pass", "fail"), node, path, f"validation verdict {data.get('verdict')!r}")
     _need(isinstance(data.get("date"), str) and _DATE.match(data["date"]), node, path, "validation date is not a date")
     _need(isinstance(data.get("findings", []), list), node, path, "validation findings are not a list")
+    # What a later run needs to pair a node with this one (records of older runs lack them).
+    _need(data.get("fabric") is None or isinstance(data["fabric"], str), node, path, "validation fabric is not text")
+    ports = data.get("compute_ports", [])
+    _need(
+        isinstance(ports, list) and all(isinstance(p, dict) for p in ports),
+        node,
+        path,
+        "validation compute_ports is not a list of mappings",
+    )
+    gpus = data.get("gpus", 0)
+    _need(isinstance(gpus, int) and not isinstance(gpus, bool) and gpus >= 0, node, path, f"validation gpus {gpus!r}")
+    _need(isinstance(data.get("name", ""), str), node, path, "validation name is not text")
 
 
 # Each section with the check its data must pass, written and read alike.

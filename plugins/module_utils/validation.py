@@ -713,17 +713,21 @@ def drain_reason(records, limit=200):
 # What the validate role runs and collects
 
 
-def multi_node_plan(nodes, overrides=None, whole_set=True):
+def multi_node_plan(nodes, overrides=None, whole_set=True, partners=None):
     """The NCCL runs across nodes: disjoint pairs of nodes on the same fabric (an odd node out
-    pairs with the first), then the whole set of each fabric when it has more than two nodes.
+    pairs with a validated partner of its fabric where there is one, else with the first), then
+    the whole set of each fabric when it has more than two nodes.
 
     ``nodes``: ``{host: node_health's result}`` (its ``fabric``, ``compute_ports`` and ``gpus``;
-    hosts without ``checks`` did not run it and are left out). Returns
+    hosts without ``checks`` did not run it and are left out). ``partners``: nodes out of this
+    run that passed their last validation (the fleet state's validation records: ``fabric``,
+    ``compute_ports``, ``gpus``), so that a run over part of the cluster (``--limit``) still
+    measures each node's fabric against a node known to be good. Returns
     ``{"runs": [{"check", "subject", "hosts", "gpus_per_node", "expectation"}], "skipped": [records]}``.
     """
     overrides = overrides or {}
     by_fabric, skipped = {}, []
-    counts = {}
+    counts, ports = {}, {}
     for host in sorted(nodes, key=natural_key):
         node = nodes[host]
         if not isinstance(node, dict) or "checks" not in node:
@@ -737,10 +741,21 @@ def multi_node_plan(nodes, overrides=None, whole_set=True):
         if not active or counts[host] < 1:
             skipped.append(record("nccl_pair", host, None, None, "skip", "no Active compute port or no GPU"))
             continue
+        ports[host] = node["compute_ports"]
         by_fabric.setdefault(node.get("fabric") or "unknown", []).append(host)
+    good = {}
+    for host in sorted(partners or {}, key=natural_key):
+        node = (partners or {})[host]
+        if host in nodes or not isinstance(node, dict) or node.get("verdict") != "pass":
+            continue
+        active = [p for p in node.get("compute_ports") or [] if isinstance(p, dict) and p.get("state") == "Active"]
+        if node.get("fabric") and active and int(node.get("gpus") or 0) >= 1:
+            counts[host], ports[host] = int(node["gpus"]), node["compute_ports"]
+            good.setdefault(node["fabric"], []).append(host)
     runs = []
     for fabric, hosts in sorted(by_fabric.items()):
-        if len(hosts) < 2:
+        partner = (good.get(fabric) or [None])[0]
+        if len(hosts) < 2 and partner is None:
             skipped.append(
                 record(
                     "nccl_pair",
@@ -748,19 +763,19 @@ def multi_node_plan(nodes, overrides=None, whole_set=True):
                     None,
                     None,
                     "skip",
-                    f"the only node on the {fabric} fabric: no pair to measure",
+                    f"the only node on the {fabric} fabric and no validated node there: no pair to measure",
                 )
             )
             continue
         pairs = [hosts[i : i + 2] for i in range(0, len(hosts) - 1, 2)]
         if len(hosts) % 2:
-            pairs.append([hosts[-1], hosts[0]])
+            pairs.append([hosts[-1], partner or hosts[0]])
         groups = [("nccl_pair", pair) for pair in pairs]
         if whole_set and len(hosts) > 2:
             groups.append(("nccl_all", hosts))
         for check, members in groups:
             gpus = min(counts[h] for h in members)
-            expectation = nccl_multi_expectation({h: nodes[h]["compute_ports"] for h in members}, overrides)
+            expectation = nccl_multi_expectation({h: ports[h] for h in members}, overrides)
             subject = "+".join(members) if check == "nccl_pair" else f"all {len(members)} {fabric} nodes"
             runs.append(
                 {
@@ -808,5 +823,6 @@ def report_nodes(hosts, health, nccl, facts, sinfo_text="", names=None):  # noqa
             "nccl": [run] if isinstance(run, dict) and "record" in run else [],
             "nvidia_gpu": facts[index] if index < len(facts) and isinstance(facts[index], dict) else {},
             "drained": reasons.get(names[index] if index < len(names) else host, ""),
+            "name": names[index] if index < len(names) and names[index] else host,
         }
     return nodes

@@ -105,7 +105,9 @@ drain:
   returned: always
   type: dict
 resume:
-  description: Nodes drained by an earlier validation that pass now.
+  description:
+    - Nodes drained by an earlier validation (or for burn-in) that pass now, their own checks and
+      every NCCL run across nodes they took part in.
   returned: always
   type: list
   elements: str
@@ -127,7 +129,9 @@ html:
 records:
   description:
     - Per node of this run, what the fleet state's C(validation) section keeps - C(verdict) (fail, or pass for a
-      node without a failed check), C(result) (its own verdict, pass, warn or skip), C(date) and C(findings).
+      node without a failed check of its own or of a run across nodes it took part in), C(result) (its own
+      verdict, pass, warn or skip), C(date), C(findings), and what a later run over part of the cluster needs
+      to pair a node with it - C(fabric), C(compute_ports), C(gpus) (a count) and C(name) (its Slurm name).
   returned: always
   type: dict
 json:
@@ -245,7 +249,6 @@ def main():
             report["actions"][host] = "report only (validate_mode: report)"
         elif drained.startswith(p["drain_prefix"]) and p["mode"] == "gate":
             resume.append(host)
-            report["actions"][host] = "resume (was drained by an earlier validation)"
     for run in p["cluster_nccl"]:
         report["cluster"]["checks"].append(run["record"])
         report["cluster"]["nccl"].append(
@@ -259,16 +262,34 @@ def main():
             findings.append(_finding("cluster", run["record"]))
             for host in (run.get("item") or {}).get("hosts") or []:
                 by_host.setdefault(host, []).append(_finding("cluster", run["record"]))
+    # A node drained by validation (a failed check, or burn-in) is resumed only when it passed its
+    # own checks and every NCCL run across nodes it took part in.
+    for host in list(resume):
+        if by_host.get(host):
+            resume.remove(host)
+            report["actions"][host] = "stays drained: " + "; ".join(by_host[host])
+        else:
+            report["actions"][host] = "resume (was drained by an earlier validation)"
     if report["cluster"]["nccl"] and not missing:
         report["cluster"]["nccl_svg"] = r.bandwidth_svg(report["cluster"]["nccl"], "across nodes (NCCL_ALGO=Ring)")
     all_checks = [c for node in report["nodes"].values() for c in node["checks"]] + report["cluster"]["checks"]
     report["verdict"] = v.worst(all_checks)
+    # What the fleet state keeps of each node: its verdict, and what a later run over part of the
+    # cluster needs to pair a node with it (its fabric, compute ports, GPU count and Slurm name).
     records = {
         host: {
-            "verdict": "fail" if entry["verdict"] == "fail" else "pass",
+            "verdict": "fail" if entry["verdict"] == "fail" or by_host.get(host) else "pass",
             "result": entry["verdict"],
             "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "findings": by_host.get(host, []),
+            "fabric": nodes[host].get("fabric"),
+            "compute_ports": [
+                {k: port.get(k) for k in ("name", "ca_type", "state", "rate") if k in port}
+                for port in nodes[host].get("compute_ports") or []
+                if isinstance(port, dict)
+            ],
+            "gpus": len((nodes[host].get("nvidia_gpu") or {}).get("gpus") or []),
+            "name": nodes[host].get("name") or host,
         }
         for host, entry in report["nodes"].items()
     }

@@ -105,6 +105,48 @@ def test_multi_node_plan_pairs_within_a_fabric():
     assert "the only node on the Ethernet fabric" in plan["skipped"][1]["reason"]
 
 
+def test_a_limited_run_pairs_its_nodes_with_validated_nodes_of_their_fabric():
+    """--limit: a fabric's only node in this run, and an odd node out, pair with a node out of the
+    run that passed its last validation (the fleet state's record), never with a failed one, one
+    of another fabric, or one without an Active port."""
+
+    def node(fabric, count=4):
+        return {"checks": [], "fabric": fabric, "compute_ports": _ports(1, 100), "gpus": [{}] * count}
+
+    def partner(fabric, verdict="pass", gpus=4, ports=None):
+        return {
+            "verdict": verdict,
+            "fabric": fabric,
+            "compute_ports": ports or _ports(1, 100),
+            "gpus": gpus,
+            "name": "x",
+        }
+
+    partners = {
+        "old-ib": partner("InfiniBand", gpus=8, ports=_ports(2, 400)),
+        "bad-eth": partner("Ethernet", verdict="fail"),
+        "dark-eth": partner("Ethernet", ports=_ports(1, 100, state="Down")),
+        "old-eth": partner("Ethernet", gpus=2),
+        "new": partner("Ethernet"),  # in this run: judged now, not a partner
+    }
+    plan = v.multi_node_plan(
+        {"new": node("Ethernet"), "ib1": node("InfiniBand"), "ib2": node("InfiniBand"), "ib3": node("InfiniBand")},
+        partners=partners,
+    )
+    runs = [(run["check"], run["hosts"], run["gpus_per_node"]) for run in plan["runs"]]
+    assert runs == [
+        ("nccl_pair", ["new", "old-eth"], 2),
+        ("nccl_pair", ["ib1", "ib2"], 4),
+        ("nccl_pair", ["ib3", "old-ib"], 4),
+        ("nccl_all", ["ib1", "ib2", "ib3"], 4),
+    ]
+    assert plan["skipped"] == []
+    # The slower side sets the floor: old-ib's two 400 Gb/s ports against ib3's one.
+    assert "(ib3)" in plan["runs"][2]["expectation"]["reason"]
+    alone = v.multi_node_plan({"new": node("Ethernet")}, partners={"bad-eth": partners["bad-eth"]})
+    assert alone["runs"] == [] and "no validated node there" in alone["skipped"][0]["reason"]
+
+
 def test_firmware_majority_is_the_reference_on_every_node():
     def hca(name, version, part=4129):
         return {"hca_id": name, "fw_ver": version, "vendor_part_id": part}
@@ -241,6 +283,13 @@ def test_a_limited_run_adds_to_the_report_with_each_node_s_date_and_records_its_
     assert sorted(result["records"]) == ["n1", "n2"]
     assert result["records"]["n2"]["verdict"] == "fail" and result["records"]["n1"]["verdict"] == "pass"
     assert result["records"]["n2"]["findings"] == result["findings"]
+    # What a later --limit run needs to pair a node with n1: its fabric, ports, GPU count, Slurm name.
+    assert {k: result["records"]["n1"][k] for k in ("fabric", "compute_ports", "gpus", "name")} == {
+        "fabric": None,
+        "compute_ports": [],
+        "gpus": 8,
+        "name": "n1",
+    }
     data = json.loads((tmp_path / "report" / "validation.json").read_text())
     assert sorted(data["nodes"]) == ["n1", "n2", "n3", "n4"] and data["earlier"] == 2
     assert data["nodes"]["n4"]["date"] == "2026-11-21T09:30:00Z" and data["nodes"]["n4"]["verdict"] == "fail"
@@ -290,5 +339,8 @@ def test_a_failed_run_across_nodes_is_listed_on_both_nodes_and_drains_neither(co
     args["nodes"]["n2"]["checks"] = []
     result = run_module(validation_report.main, args).result
     assert result["drain"] == {} and result["verdict"] == "fail"
+    # n1, drained by validation (burn-in, or an earlier failure), passed its own checks but not the
+    # pair: it stays drained, and the fleet state records it failed.
+    assert result["resume"] == [] and result["records"]["n1"]["verdict"] == "fail"
     assert set(result["findings_by_host"]) == {"n1", "n2"}
     assert result["findings_by_host"]["n1"][0].startswith("cluster: nccl_pair n1+n2")

@@ -111,6 +111,16 @@ def test_a_node_added_and_removed_at_once_is_refused():
             '"since": "d"}}}',
             r"scrape target 'dcgm': 'gpu01' is not host:port",
         ),
+        (
+            '{"schema": 1, "node": "gpu01", "sections": {"validation": {"data": {"verdict": "pass", '
+            '"date": "2026-11-26T08:00:00Z", "gpus": "eight"}, "since": "d"}}}',
+            r"gpu01: .*gpu01.json: validation gpus 'eight'",
+        ),
+        (
+            '{"schema": 1, "node": "gpu01", "sections": {"validation": {"data": {"verdict": "pass", '
+            '"date": "2026-11-26T08:00:00Z", "compute_ports": ["mlx5_0"]}, "since": "d"}}}',
+            r"validation compute_ports is not a list of mappings",
+        ),
     ],
 )
 def test_a_record_that_cannot_be_used_is_named_with_the_fix(text, message):
