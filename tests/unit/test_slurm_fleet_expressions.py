@@ -27,10 +27,16 @@ STALE = task(
     "Refuse to change the node lines while compute nodes that keep their own slurm.conf are out of this run",
 )
 COLLECT = task("config.yml", "Collect every compute node's description")
+CONTROLLER_FACTS = task(
+    "config.yml", "Read the facts of the Slurm controllers and the slurmdbd host that are out of this batch"
+)
+CONTROLLER_FILES = task(
+    "config.yml", "Write slurm.conf, gres.conf and cgroup.conf on the controller when it is out of this batch"
+)
 LEAVING = task("leave.yml", "Work out which nodes leave slurm.conf")
 
 
-def templar(play, hostvars=None, controllers=("ctl",), compute=("gpu01", "gpu02", "gpu03"), **extra):
+def templar(play, hostvars=None, controllers=("ctl",), compute=("gpu01", "gpu02", "gpu03"), batch=None, **extra):
     variables = dict(DEFAULTS)
     variables.update(VARS)
     groups = {"all": [*controllers, *compute], "slurm_controller": list(controllers), "slurm_compute": list(compute)}
@@ -38,7 +44,7 @@ def templar(play, hostvars=None, controllers=("ctl",), compute=("gpu01", "gpu02"
         groups=groups,
         ansible_play_hosts_all=list(play),
         ansible_play_hosts=list(play),
-        ansible_play_batch=list(play),
+        ansible_play_batch=list(play if batch is None else batch),
         hostvars={host: dict((hostvars or {}).get(host, {}), inventory_hostname=host) for host in groups["all"]},
         **extra,
     )
@@ -163,3 +169,21 @@ def test_the_leave_checks_are_imported_so_that_they_take_the_role_s_tags():
     tasks = yaml.safe_load((ROLE / "tasks" / "config.yml").read_text())
     (leave,) = [t for t in tasks if "leave.yml" in str(t.get("ansible.builtin.import_tasks", ""))]
     assert leave["ansible.builtin.import_tasks"] == "leave.yml"
+
+
+@pytest.mark.parametrize(
+    ("play", "batch", "outside"),
+    [
+        (["ctl", "gpu01", "gpu02", "gpu03"], None, False),  # one run over everything
+        (["gpu03"], None, True),  # --limit gpu03
+        # SITE_SERIAL: a batch without the controller, which the play holds in a later batch. Its
+        # facts are not gathered yet, and slurmctld must know the batch's new nodes before their
+        # slurmd starts.
+        (["ctl", "gpu01", "gpu02", "gpu03"], ["gpu01", "gpu02"], True),
+        (["ctl", "gpu01", "gpu02", "gpu03"], ["gpu03", "ctl"], False),
+    ],
+)
+def test_the_controller_is_reached_from_every_batch_it_is_not_in(play, batch, outside):
+    t = templar(play, batch=batch, slurm_dbd_group="slurm_dbd", __slurm_controller="ctl")
+    assert t.template(trusted(CONTROLLER_FACTS["loop"])) == (["ctl"] if outside else [])
+    assert t.template(trusted("{{ " + CONTROLLER_FILES["when"] + " }}")) is outside
