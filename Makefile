@@ -33,7 +33,7 @@ GPUSIM_SOURCES := $(wildcard tests/gpusim/repo/*.py tests/gpusim/keys/*.asc)
 TIMES ?= $(CACHE)/test-times.tsv
 export TIMES
 
-.PHONY: help test lint sanity unit molecule demo demo-down bench bench-fleet venv docker image gpusim-repo gpusim-profiles stack-spec role-docs build clean
+.PHONY: help test lint sanity unit molecule demo demo-down bench bench-fleet fuzz venv docker image gpusim-repo gpusim-profiles stack-spec role-docs build clean
 
 help:
 	@echo "make demo                    a simulated GPU cluster in Docker, set up by site.yml (again: re-apply)"
@@ -43,6 +43,7 @@ help:
 	@echo "make molecule [SCENARIO=x]   Molecule scenarios (all, or one)"
 	@echo "make bench                   time a no-op site.yml run on the demo cluster (bench/run.py)"
 	@echo "make bench-fleet             the slurm role over 4, 8 and 16 simulated GPU nodes (bench/fleet.py)"
+	@echo "make fuzz [FUZZ_SECONDS=240]  mutations of the real captures through every reader (bench/fuzz.py)"
 	@echo "make stack-spec              write the files derived from the stack variables' one declaration"
 	@echo "make role-docs               write each role's README variables table from its argument_specs"
 	@echo "make venv | docker | image | gpusim-repo | build | clean"
@@ -142,6 +143,11 @@ bench: venv docker $(IMAGE_TARGET) gpusim-repo
 # --limit (bench/fleet.py; about 30 minutes on 2 cores). BENCH_ARGS: --sizes 4,8 --keep.
 bench-fleet: venv docker $(IMAGE_TARGET) gpusim-repo
 	$(BIN)/python bench/fleet.py $(BENCH_ARGS)
+
+# A fuzzing campaign, not a test: prints runs, outcomes by exception type and slow inputs.
+FUZZ_SECONDS ?= 240
+fuzz: venv gpusim-repo
+	$(BIN)/python bench/fuzz.py $(FUZZ_SECONDS)
 
 demo-down: venv docker
 	tests/scripts/demo.sh down

@@ -62,8 +62,11 @@ HOSTILE = {
     "query csv: 100k unit brackets": (nvidia_smi.parse_query_csv, "a\n" + "[" * 100000),
     "nccl-tests: 50k-column row": (nccl_tests.parse_nccl_tests, "#  size count type busbw time time\n" + "1 " * 50000),
     "nccl-tests: 100k-digit Avg line": (nccl_tests.parse_nccl_tests, "# Avg bus bandwidth : " + "1" * 100000 + "x"),
+    "nccl-tests: 20k launcher prefixes without their pid": (nccl_tests.parse_nccl_tests, "(head, rank=0, " * 20000),
     "dcgmi diag: a 200k-space row": (dcgm.parse_dcgmi_diag, "|" + " " * 100000 + "|" + " " * 100000),
     "dcgmi diag: a 100k-dash section border": (dcgm.parse_dcgmi_diag, "|-" + "-" * 100000 + " a " + "-" * 1000),
+    # 10 s before (issue: trust, item 3): a lazy section pattern backtracked over the spaces.
+    "dcgmi diag: a section border with 60k spaces": (dcgm.parse_dcgmi_diag, "+-+\n|- x" + " " * 60000 + "y"),
     "slurmd -C: 100k 'a=' words": (slurm.parse_slurmd_config, "NodeName=" + "a=" * 100000),
     "ibv_devinfo: 20k PORT_ in a state": (ibstat.parse_ibv_devinfo, "hca_id: a\nport: 1\nstate: " + "PORT_A" * 20000),
     # The inputs a review found quadratic or unbounded (issue: reliability and security, item 4).

@@ -45,6 +45,12 @@ options:
         cpu_manager_policy, reserved_system_cpus, topology_manager_policy, topology_manager_scope).
     type: dict
     default: {}
+  token_ttl:
+    description:
+      - The join token's lifetime (k8s_node_token_ttl, kubeadm's C(--ttl)). A problem when it is
+        not a duration, 0 (kubeadm's token that never expires) or longer than an hour.
+    type: str
+    default: 15m
 """
 
 EXAMPLES = r"""
@@ -85,7 +91,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.cluster.plugins.module_utils.k8s import node_plan
 
 
-def k8s_node_plan(nvidia_gpu, host_components, *, mig_labels=None, labels=None, taints=None, kubelet=None):
+def k8s_node_plan(
+    nvidia_gpu, host_components, *, mig_labels=None, labels=None, taints=None, kubelet=None, token_ttl="15m"
+):
     try:
         return node_plan(
             nvidia_gpu or {},
@@ -94,6 +102,7 @@ def k8s_node_plan(nvidia_gpu, host_components, *, mig_labels=None, labels=None, 
             labels=labels or {},
             taints=taints or [],
             kubelet=kubelet or {},
+            token_ttl=token_ttl,
         )
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"k8s_node_plan: {exc}") from None

@@ -148,6 +148,7 @@ def build_gpu_facts(pci, query=None, topology=None, read_sysfs=None, nvidia_smi_
     a key left out or None where that command was not run).
     """
     read = read_sysfs or _no_sysfs
+    pci_read = pci is not None
     pci = pci or {"gpus": [], "nvswitches": [], "hcas": []}
     pci_by_bus = {device["pci_bus_id"]: device for device in pci["gpus"]}
     driver_loaded = query is not None
@@ -179,6 +180,8 @@ def build_gpu_facts(pci, query=None, topology=None, read_sysfs=None, nvidia_smi_
     models = Counter((gpu["name"], gpu["slug"]) for gpu in gpus)
     return {
         "present": bool(gpus) or bool(pci["gpus"]),
+        # False when lspci could not be run: "no GPU" then means "not looked for on PCI".
+        "pci_read": pci_read,
         "source": source,
         "driver_loaded": driver_loaded,
         "driver_version": query["driver_version"] if query else None,

@@ -206,6 +206,10 @@ def parse_ibv_devinfo(text):
         if not match:
             if stripped.startswith("No IB devices found"):
                 continue
+            # ibv_devinfo -v: capability flags on indented lines of their own (BAD_PKEY_CNTR,
+            # "Unknown flags: 0x..."), and values without a colon ("log atomic arg sizes (mask) 0x8").
+            if hca is not None and line[:1].isspace():
+                continue
             raise ParseError("not a 'key: value' line", IBV_DEVINFO_COMMAND, number, line)
         key, value = match.group(1), match.group(2).strip()
         if key == "hca_id":

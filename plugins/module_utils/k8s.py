@@ -111,7 +111,6 @@ def containerd_config_version(containerd_version):
 
 # The CRI plugin's runtime settings by configuration version (containerd 2.0 moved them).
 CRI_PLUGIN = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime", 4: "io.containerd.cri.v1.runtime"}
-ROOT_VERSION = re.compile(r"(?m)^version\s*=\s*(\d+)\s*$")
 
 
 def containerd_plan(version_output, root_text=None, root_path="/etc/containerd/config.toml"):
@@ -142,14 +141,27 @@ def containerd_plan(version_output, root_text=None, root_path="/etc/containerd/c
     }
     if root_text is None:
         return plan
-    found = ROOT_VERSION.search(root_text)
-    if not found:
+    import tomllib  # noqa: PLC0415 (the controller's Python 3.11; this runs in a filter there)
+
+    # The top-level key, as containerd reads it: a "version = N" line inside a table is not it.
+    try:
+        found = tomllib.loads(root_text).get("version")
+    except tomllib.TOMLDecodeError as exc:
+        plan["problems"].append(f"{root_path} is no valid TOML ({exc}): fix it and run again")
+        return plan
+    if found is None:
         plan["problems"].append(
             f"{root_path} has no version line, so containerd reads it as configuration version 1, which takes no "
             f"drop-ins: add 'version = {version}' as its first line ({reason}) and run again"
         )
         return plan
-    root = int(found.group(1))
+    if not isinstance(found, int) or isinstance(found, bool):
+        plan["problems"].append(
+            f"{root_path} sets version = {found!r}, not a whole number: write 'version = {version}' ({reason}) "
+            "and run again"
+        )
+        return plan
+    root = found
     plan["root_version"] = root
     if root > version or root not in CRI_PLUGIN:
         plan["problems"].append(
@@ -168,8 +180,7 @@ def _toml_value(value, where):
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        # A TOML basic string: JSON's escapes are TOML's.
-        return json.dumps(value)
+        return _toml_string(value)
     if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
         return "[" + ", ".join(_toml_value(v, where) for v in value) + "]"
     raise ValueError(
@@ -177,16 +188,31 @@ def _toml_value(value, where):
     )
 
 
+def _toml_string(value):
+    """A TOML basic string: quote and backslash escaped, control characters as \\uXXXX, every other
+    character as itself (JSON's \\ud83d\\ude00 surrogate pairs for characters outside the BMP are
+    no valid TOML)."""
+    out = []
+    for char in value:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\u{ord(char):04X}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
 def _toml_table(name, table, out):
     scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
     out.append(f"\n[{name}]")
     out.extend(
-        f"  {json.dumps(k) if not re.fullmatch(r'[A-Za-z0-9_-]+', k) else k} = {_toml_value(v, name + '.' + k)}"
+        f"  {_toml_string(k) if not re.fullmatch(r'[A-Za-z0-9_-]+', k) else k} = {_toml_value(v, name + '.' + k)}"
         for k, v in scalars.items()
     )
     for key, value in table.items():
         if isinstance(value, dict):
-            part = key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+            part = key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_string(key)
             _toml_table(f"{name}.{part}", value, out)
 
 
@@ -223,8 +249,17 @@ def nvidia_dropin(root_text, plan, default_runtime=False):
     if default_runtime:
         extra["containerd"]["default_runtime_name"] = "nvidia"
     out = [f"version = {plan['dropin_version']}"]
-    _toml_table(f'plugins."{cri}"', _merge(table, extra), out)
-    return "\n".join(out) + "\n", systemd
+    merged = _merge(table, extra)
+    _toml_table(f'plugins."{cri}"', merged, out)
+    text = "\n".join(out) + "\n"
+    # Read back what is written, as containerd will: the same table, or nothing is written.
+    try:
+        written = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"the nvidia drop-in would be no valid TOML ({exc}); nothing was written") from None
+    if written.get("plugins", {}).get(cri) != merged:
+        raise ValueError(f"the nvidia drop-in would not read back as the CRI table {cri}; nothing was written")
+    return text, systemd
 
 
 def _set(values, reasons, path, value, reason):
@@ -406,6 +441,15 @@ def _label_value(text):
 
 def label_problems(labels, variable="k8s_node_labels"):
     """Every reason a kubelet could not register with ``labels`` (a mapping of key to value)."""
+    if labels and not isinstance(labels, dict):
+        return [
+            _problem(
+                "error",
+                variable,
+                f"{variable} is {labels!r}, not a mapping of label keys to values",
+                "write it as {key: value} pairs, such as {example.com/pool: training}, or {} for none",
+            )
+        ]
     out = []
     for raw_key, raw_value in (labels or {}).items():
         key, value = str(raw_key), "" if raw_value is None else str(raw_value)
@@ -448,6 +492,15 @@ def label_problems(labels, variable="k8s_node_labels"):
 
 def taint_problems(taints, variable="k8s_node_taints"):
     """Every reason kubeadm would refuse ``taints`` (a list of {key, value, effect})."""
+    if taints and not isinstance(taints, list):
+        return [
+            _problem(
+                "error",
+                variable,
+                f"{variable} is {taints!r}, not a list of taints",
+                "write it as a list of {key: ..., value: ..., effect: NoSchedule}, or [] for none",
+            )
+        ]
     out = []
     for index, taint in enumerate(taints or []):
         where = f"{variable}[{index}]"
@@ -497,7 +550,7 @@ def node_labels(nvidia_gpu, host_components, mig_labels=None, extra=None):
     for key, value in (mig_labels or {}).items():
         labels[key] = str(value)
         reasons[key] = "the node's MIG owner (mig_layout, mig_owner)"
-    for key, value in (extra or {}).items():
+    for key, value in extra.items() if isinstance(extra, dict) else ():  # not a dict: label_problems says so
         labels[str(key)] = "" if value is None else str(value)
         reasons[str(key)] = "k8s_node_labels"
     return labels, reasons
@@ -626,13 +679,55 @@ def join_configuration(join, node_name, *, labels, taints, patches_dir, cri_sock
     }
 
 
-def node_plan(nvidia_gpu, *, host_components, mig_labels, labels, taints, kubelet):
+_DURATION = re.compile(r"(?:(\d{1,6})h)?(?:(\d{1,6})m)?(?:(\d{1,6})s)?")
+TOKEN_TTL_MAX = 3600  # a join token outlives its join by minutes at most; an hour covers a slow one
+
+
+def token_ttl_problems(ttl, variable="k8s_node_token_ttl"):
+    """A join token's lifetime (kubeadm's --ttl: 15m, 1h, 900s) must be set and at most an hour:
+    kubeadm reads 0 as a token that never expires."""
+    text = str(ttl).strip()
+    match = _DURATION.fullmatch(text)
+    if text == "0" or (match and text and not any(match.groups())):
+        seconds = 0
+    elif match and text:
+        hours, minutes, secs = (int(g or 0) for g in match.groups())
+        seconds = hours * 3600 + minutes * 60 + secs
+    else:
+        return [
+            _problem(
+                "error", variable, f"{variable} is {ttl!r}, not a duration kubeadm reads", "write it as 15m, 1h or 900s"
+            )
+        ]
+    if seconds == 0:
+        return [
+            _problem(
+                "error",
+                variable,
+                f"{variable} is {ttl!r}: kubeadm makes a join token that never expires",
+                "give it a lifetime of an hour at most (the default 15m covers a join)",
+            )
+        ]
+    if seconds > TOKEN_TTL_MAX:
+        return [
+            _problem(
+                "error",
+                variable,
+                f"{variable} is {ttl!r}, longer than an hour: a leaked join token lets any machine join",
+                "give it a lifetime of an hour at most (the role deletes the token after the join)",
+            )
+        ]
+    return []
+
+
+def node_plan(nvidia_gpu, *, host_components, mig_labels, labels, taints, kubelet, token_ttl="15m"):
     """Everything k8s_node decides for one node before it changes anything: its labels, its
     kubelet settings (``kubelet`` holds kubelet_settings' keyword arguments), with their reasons,
     and every problem of the user's labels, taints and settings."""
     all_labels, label_reasons = node_labels(nvidia_gpu, host_components, mig_labels, labels)
     patch, kubelet_reasons, problems = kubelet_settings(**(kubelet or {}))
     problems = label_problems(labels, "k8s_node_labels") + taint_problems(taints) + problems
+    problems += token_ttl_problems(token_ttl)
     return {
         "labels": all_labels,
         "label_reasons": label_reasons,

@@ -456,14 +456,25 @@ def desired(layout, count):
 
 
 def current(nvidia_gpu):
-    """The same shape from the facts: each GPU's MIG mode and the profiles of its GPU instances."""
+    """The same shape from the facts: each GPU's MIG mode and the profiles of its GPU instances.
+
+    A GPU instance counts as its profile only with exactly one compute instance of its full size
+    (the compute instance's name is the GPU instance's profile). One split into smaller compute
+    instances is several MIG devices (gres.conf lists each), so it counts under its own name,
+    ``3g.40gb as 1c.3g.40gb+2c.3g.40gb``, which no layout asks for; one without a compute
+    instance is no MIG device at all (nothing can run on it) and does not count.
+    """
     out = {}
     for gpu in (nvidia_gpu or {}).get("gpus") or []:
         counts = {}
-        # A GPU instance without a compute instance is no MIG device: nothing can run on it.
         for instance in gpu.get("mig_instances") or []:
-            if instance.get("compute_instances"):
-                counts[instance["profile"]] = counts.get(instance["profile"], 0) + 1
+            computes = [ci.get("profile") for ci in instance.get("compute_instances") or []]
+            if not computes:
+                continue
+            name = instance["profile"]
+            if computes != [name]:
+                name = "{} as {}".format(name, "+".join(sorted(str(ci) for ci in computes)))
+            counts[name] = counts.get(name, 0) + 1
         out[gpu["index"]] = {"mig": gpu.get("mig_mode") or "disabled", "instances": dict(sorted(counts.items()))}
     return out
 
@@ -625,6 +636,11 @@ def kubernetes_cluster(nodes):
         owner = node.get("mig_owner") or "host"
         if owner not in ("host", "operator"):
             raise ValueError(f"mig_owner of {node.get('name')} is {owner!r}; it takes host or operator")
+        # The checks preflight makes, before any layout is read here (a layout preflight would
+        # refuse used to end in a TypeError): the shape, then the GPUs of the node's facts.
+        found = layout_problems(layout, node.get("nvidia_gpu")) if layout else []
+        if found:
+            raise ValueError(f"mig_layout of {node.get('name')}: " + "; ".join(found))
         per_node[node["name"]] = kubernetes_node(layout, node.get("nvidia_gpu"), owner)
         if owner == "operator" and layout:
             owned.append(layout)

@@ -5,8 +5,10 @@
 The result table's columns are read from its own header, so the layouts of every nccl-tests
 release parse the same way: the older one (``size count type redop | time algbw busbw error``
 twice), the one with a ``root`` column and ``#wrong`` counts, and 2.18's wider ``#wrong``.
-Launcher output around the table (mpirun and srun lines, ``NCCL INFO`` lines, OpenMPI's
-``[1,0]<stdout>:`` tags) is skipped.
+Launcher output around the table (mpirun and srun lines, ``NCCL INFO`` lines) is skipped, and the
+prefixes launchers put on each line are taken off: OpenMPI's ``[1,0]<stdout>:`` tag, Ray's and
+SkyPilot's ``(head, rank=0, pid=3808)``, ``srun --label``'s ``0:``, ``kubectl logs --prefix``'s
+``[pod/name/container]``, alone or in front of OpenMPI's tag.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.errors import Parse
 
 COMMAND = "all_reduce_perf (nccl-tests)"
 _TEST = re.compile(r"#\s*Collective test (?:starting|concluded):\s*(\S+)")
-_RANK = re.compile(r"#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s")
+# nccl-tests before 2.12 print no "Group N" field in the rank lines.
+_RANK = re.compile(r"#\s+Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s")
+# nccl-tests' own reading of -b, -e and -f (or -i): "minBytes 8 maxBytes 8589934592 step: 2(factor)".
+_BANNER = re.compile(r"#.*\bmaxBytes\s+(\d+)\s+step:\s*(\d+)\((factor|bytes)\)")
 _AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(\S+)")
 _OOB = re.compile(r"#\s*Out of bounds values\s*:\s*(\d+)")
 _FLOAT = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\Z")
@@ -25,6 +30,21 @@ _INT = re.compile(r"\d+\Z")
 _MEASURES = ("time", "algbw", "busbw")
 _CHECK = ("#wrong", "wrong", "error")
 _MAX_ROWS = 10000
+# What launchers put in front of each line (before OpenMPI's "[1,0]<stdout>:" tag, or in its
+# place): Ray's and SkyPilot's "(head, rank=0, pid=3808) ", srun --label's "0: ", kubectl logs
+# --prefix's "[pod/name/container] ". Anchored, bounded by their closing character: linear.
+_LAUNCHER = re.compile(r"\([^()\n]{0,200}\bpid=\d+[^()\n]{0,200}\) ?|\[pod/[^\]\s]{1,300}\] ?|\s{0,8}\d{1,6}: ")
+_MPI_TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
+
+
+def _untagged(line):
+    """The line without a launcher's prefix and OpenMPI's tag, in either order."""
+    for _attempt in range(3):
+        match = _LAUNCHER.match(line) or _MPI_TAG.match(line)
+        if not match or not match.end():
+            break
+        line = line[match.end() :]
+    return line
 
 
 def _number(token, what, line_number, line):
@@ -66,19 +86,33 @@ def _side(tokens, names, line_number, line):
 def parse_nccl_tests(text):
     """Parse nccl-tests output.
 
-    Returns ``{"test", "nranks", "rows", "avg_busbw", "out_of_bounds"}``: ``test`` from the
+    Returns ``{"test", "nranks", "rows", "avg_busbw", "out_of_bounds", "complete"}``: ``test`` from the
     ``# Collective test starting:`` line (or None), ``nranks`` the ranks under ``# Using
     devices`` (or None), ``rows`` one per message size in order, each ``{"size", "count", "type",
     "redop", "oop": {"time_us", "algbw", "busbw", "wrong"}, "ip": {...}}`` (``wrong`` is the
     ``#wrong`` count, the older layout's error value, or None for ``N/A``), ``avg_busbw`` the
-    ``# Avg bus bandwidth`` line (an average over every size, not a gate) and ``out_of_bounds``.
+    ``# Avg bus bandwidth`` line (an average over every size, not a gate), ``out_of_bounds``, and
+    ``complete``: whether the closing lines (``# Out of bounds values`` or ``# Avg bus
+    bandwidth``) follow the table. A run cut off after some size prints neither, and its last row
+    is not the largest size it was asked for. ``max_bytes`` and ``step`` (``{"factor": 2}`` or
+    ``{"bytes": 1048576}``) are nccl-tests' own reading of ``-e`` and ``-f``/``-i`` from its
+    ``# nThread ... maxBytes N step: S(factor)`` line, or None without it.
     """
     lines = text_lines(text, COMMAND)
-    result = {"test": None, "nranks": None, "rows": [], "avg_busbw": None, "out_of_bounds": None}
+    result = {
+        "test": None,
+        "nranks": None,
+        "rows": [],
+        "avg_busbw": None,
+        "out_of_bounds": None,
+        "complete": False,
+        "max_bytes": None,
+        "step": None,
+    }
     columns = None
     ranks = 0
     for number, line in enumerate(lines, 1):
-        stripped = line.strip()
+        stripped = _untagged(line).strip()
         if not stripped:
             continue
         if stripped.startswith("#"):
@@ -89,13 +123,20 @@ def parse_nccl_tests(text):
             if _RANK.match(stripped):
                 ranks += 1
                 continue
+            match = _BANNER.match(stripped)
+            if match:
+                result["max_bytes"] = int(match.group(1))
+                result["step"] = {match.group(3): int(match.group(2))}
+                continue
             match = _AVG.match(stripped)
             if match:
                 result["avg_busbw"] = _number(match.group(1), "Avg bus bandwidth", number, line)
+                result["complete"] = bool(result["rows"])
                 continue
             match = _OOB.match(stripped)
             if match:
                 result["out_of_bounds"] = int(match.group(1))
+                result["complete"] = bool(result["rows"])
                 continue
             header = _header(stripped)
             if header is not None:
@@ -142,6 +183,17 @@ def _row(columns, words, number, line):
         "ip": _side(words[ip:], columns[ip:], number, line),
     }
     return row
+
+
+def reached_max(result):
+    """Whether the largest size printed is the last step below ``max_bytes`` (True when the banner
+    did not say): a table that stops earlier did not measure what was asked."""
+    row, step, top = largest(result), result.get("step"), result.get("max_bytes")
+    if row is None or not step or top is None:
+        return row is not None
+    if "factor" in step and step["factor"] > 1:
+        return row["size"] * step["factor"] > top
+    return row["size"] + step.get("bytes", step.get("factor", 1)) > top
 
 
 def largest(result):

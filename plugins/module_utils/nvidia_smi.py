@@ -311,6 +311,8 @@ def parse_query_xml(text):
         all_lines = text.split("\n")
         line = all_lines[line_number - 1] if line_number and line_number <= len(all_lines) else None
         raise ParseError(f"malformed XML ({exc})", QUERY_COMMAND, line_number, line) from None
+    except LookupError as exc:  # an XML declaration naming an encoding Python does not know
+        raise ParseError(f"malformed XML declaration ({exc})", QUERY_COMMAND, skipped_lines + 1) from None
     if root.tag != "nvidia_smi_log":
         raise ParseError(f"the document is <{root.tag}>, not <nvidia_smi_log>", QUERY_COMMAND)
 
@@ -364,6 +366,10 @@ def parse_query_xml(text):
 NVLINK_COMMAND = "nvidia-smi nvlink -s"
 _NVLINK_GPU = re.compile(r"GPU (\d+): (.*?) \(UUID: ([^)]*)\)\Z")
 _NVLINK_LINK = re.compile(r"Link (\d+): (.*)\Z")
+# A GPU whose links are all down (bridges absent or down, a fabric fault) prints this instead of
+# its Link lines (leptonai/gpud#1085: "NVML: Unable to retrieve NVLink information as all links
+# are inActive").
+_NVLINK_ALL_INACTIVE = re.compile(r"NVML: Unable to retrieve NVLink information as all links are inactive\Z", re.I)
 _NVLINK_SPEED = re.compile(r"(\d+(?:\.\d+)?) GB/s\Z")
 
 
@@ -371,7 +377,9 @@ def parse_nvlink_status(text):
     """Parse ``nvidia-smi nvlink -s``: ``{gpu_index: {"name", "uuid", "links": [GB/s or None]}}``.
 
     Links are in link order; an ``<inactive>`` link is None. A GPU without NVLink prints no
-    links (an empty list); a machine without NVLink prints nothing at all (an empty dict).
+    links (an empty list); a machine without NVLink prints nothing at all (an empty dict). A GPU
+    whose links are all inactive prints NVML's message instead of its links: ``"all_inactive":
+    True`` with no links.
     """
     gpus = {}
     current = None
@@ -385,6 +393,11 @@ def parse_nvlink_status(text):
             if index in gpus:
                 raise ParseError(f"GPU {index} is listed twice", NVLINK_COMMAND, number, line)
             current = gpus[index] = {"name": match.group(2), "uuid": match.group(3), "links": []}
+            continue
+        if _NVLINK_ALL_INACTIVE.match(stripped):
+            if current is None or current["links"]:
+                raise ParseError("an all-links-inactive message that follows no GPU line", NVLINK_COMMAND, number, line)
+            current["all_inactive"] = True
             continue
         match = _NVLINK_LINK.match(stripped)
         if not match:

@@ -58,6 +58,8 @@ def _pyplot():
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, small
     matplotlib.rcParams["svg.hashsalt"] = "gpuops-validate"  # the same data draws the same file
+    # Host names and subjects are text, never mathtext: "gpu$a^$" used to end in a ValueError.
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt  # noqa: PLC0415 - optional, controller only
 
     return plt

@@ -365,7 +365,9 @@ def seconds(text):
     text = text.strip()
     days, _dash, clock = text.rpartition("-")
     parts = clock.split(":")
-    if not text or not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts) or (days and not days.isdigit()):
+    # ASCII digits only: str.isdigit() takes "²", which int() refuses.
+    digits = [*parts, days] if days else parts
+    if not text or not 1 <= len(parts) <= 3 or not all(p.isascii() and p.isdigit() for p in digits):
         return None
     total = 0
     for part in parts:
@@ -385,7 +387,7 @@ def parse_qos(text):
             raise ParseError(f"expected {len(QOS_FIELDS)} fields ({', '.join(QOS_FIELDS)})", QOS_COMMAND, number, line)
         name, prio, preempt, mode, grace = fields
         grace_time = seconds(grace) if grace else 0
-        if not name or not prio.strip().isdigit() or grace_time is None:
+        if not name or not (prio.strip().isascii() and prio.strip().isdigit()) or grace_time is None:
             raise ParseError("expected a name, a whole-number priority and a time", QOS_COMMAND, number, line)
         out[name] = {
             "priority": int(prio),

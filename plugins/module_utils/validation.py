@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.cluster.plugins.module_utils.nccl_tests import largest, wrong_rows
+from ansible_collections.gpuops.cluster.plugins.module_utils.nccl_tests import largest, reached_max, wrong_rows
 from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import compare_node
 from ansible_collections.gpuops.cluster.plugins.module_utils.topology import natural_key
 
@@ -60,28 +60,45 @@ NODE_FLOOR_SHARE = 0.92
 NIC_FLOOR_SHARE = 0.90
 BASELINE_SHARE = 0.95
 
-# Xids that take a GPU out of service: the list Azure's HPC health checks fail on within 2 h
-# (k8s_mig_validation.md 3.3; descriptions from NVIDIA's Xid catalog, docs.nvidia.com/deploy/xid-errors).
+# Xids that take a GPU out of service, by the immediate action of NVIDIA's Xid catalog for Ampere
+# and newer GPUs (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, "Resolution Bucket
+# (Immediate Action)"): the GPU must be reset (RESET_GPU, WORKFLOW_XID_48, the NVLink workflows),
+# the machine restarted (RESTART_BM, RESTART_VM), or its power checked (CHECK_MECHANICALS) before it
+# takes work again. An Xid whose immediate action is RESTART_APP or IGNORE (13, 31, 43, 45, 63, 68,
+# 69, 80, 92, 94, ...) concerns one application or is informational: a warning.
 FATAL_XIDS = {
-    48: "double-bit ECC error",
-    56: "display engine error",
-    57: "error programming video memory interface",
-    58: "unstable video memory interface detected",
-    62: "internal micro-controller halt",
-    63: "ECC page retirement or row remapping recording event",
-    64: "ECC page retirement or row remapper recording failure",
-    65: "video processor exception",
-    68: "NVDEC0 exception",
-    69: "graphics engine class error",
-    73: "NVENC2 error",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    80: "corrupted data sent to GPU",
-    81: "VGA subsystem error",
-    92: "high single-bit ECC error rate",
-    119: "GSP RPC timeout",
-    120: "GSP error",
+    46: "GPU stopped processing; RESET_GPU",
+    48: "double bit ECC error; WORKFLOW_XID_48",
+    54: "auxiliary power is not connected to the GPU board; CHECK_MECHANICALS",
+    62: "internal micro-controller halt; RESET_GPU",
+    64: "GPU memory remapping failure; RESET_GPU",
+    74: "NVLink error; WORKFLOW_NVLINK_ERR",
+    79: "GPU has fallen off the bus; RESTART_BM",
+    95: "uncontained memory error; RESET_GPU",
+    109: "context switch timeout error; RESET_GPU",
+    110: "security fault error; RESET_GPU",
+    119: "GSP RPC timeout; RESET_GPU",
+    120: "GSP error; RESET_GPU",
+    136: "link training failed; RESET_GPU",
+    140: "ECC unrecovered error; RESET_GPU",
+    143: "GPU initialization error; RESET_GPU",
+    **{xid: "NVLink 5 error; WORKFLOW_NVLINK5_ERR" for xid in range(144, 151)},
+    151: "key rotation error; RESTART_VM",
+    155: "NVLink SW defined error; RESET_GPU",
+    156: "resource retirement event; RESET_GPU",
+    158: "GPU fatal timeout; RESET_GPU",
+    # Unused on Ampere and newer (the catalog's archive for Volta and older GPUs has them), and
+    # failed by Azure's HPC health checks (k8s_mig_validation.md 3.3): kept for older GPUs.
+    56: "display engine error (GPUs before Ampere)",
+    57: "error programming video memory interface (GPUs before Ampere)",
+    58: "unstable video memory interface detected (GPUs before Ampere)",
+    65: "video processor exception (GPUs before Ampere)",
+    73: "NVENC2 error (GPUs before Ampere)",
+    81: "VGA subsystem error (GPUs before Ampere)",
 }
+# Xid 154 states the recovery the other Xids need ("... changed from 0x0 (None) to 0x2 (Node
+# Reboot Required)"): a reset or reboot it asks for is fatal too.
+_XID_154 = re.compile(r"\bto\s+0x[0-9A-Fa-f]+\s+\(([^)]*)\)")
 _XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+)\b")
 _MAX_XIDS = 1000
 
@@ -234,6 +251,45 @@ def nic_expectation(ports, overrides=None):
     return rates
 
 
+# validate_thresholds: each key with what it holds.
+THRESHOLD_KEYS = {
+    "nvlink_links": "a whole number of links per GPU",
+    "nvlink_link_gbps": "GB/s per NVLink link",
+    "ib_rate_gbps": "Gb/s per compute port",
+    "nccl_node_busbw_gbps": "GB/s of all_reduce bus bandwidth on one node",
+    "nccl_multi_busbw_gbps": "GB/s of all_reduce bus bandwidth across nodes",
+    "node_floor_share": "a share above 0 and at most 1",
+    "nic_floor_share": "a share above 0 and at most 1",
+}
+
+
+def threshold_problems(thresholds, variable="validate_thresholds"):
+    """Every value of ``thresholds`` the checks could not use, as messages naming the key and the fix
+    (a quoted "26.5" is a string, not a number: it used to end in a traceback)."""
+    if thresholds is None:
+        return []
+    if not isinstance(thresholds, dict):
+        return [f"{variable} is {thresholds!r}: give a mapping of {', '.join(THRESHOLD_KEYS)} to numbers."]
+    out = []
+    for key, value in thresholds.items():
+        where = f"{variable}.{key}"
+        if key not in THRESHOLD_KEYS:
+            out.append(f"{where} is no threshold the checks read: use {', '.join(THRESHOLD_KEYS)}.")
+            continue
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            out.append(
+                f"{where} is {value!r} ({type(value).__name__}), not a number: write {THRESHOLD_KEYS[key]} "
+                "without quotes, such as 26.5."
+            )
+        elif value <= 0 or (key.endswith("_share") and value > 1):
+            out.append(f"{where} is {value!r}: it must be {THRESHOLD_KEYS[key]}, above 0.")
+        elif key == "nvlink_links" and value != int(value):
+            out.append(f"{where} is {value!r}: it must be {THRESHOLD_KEYS[key]}.")
+    return out
+
+
 def _overridden(overrides, key, share):
     """The expectation a validate_thresholds value sets, gated at ``share`` of it."""
     expected = float(overrides[key])
@@ -381,6 +437,10 @@ def check_xids(xids, gpus):
     for xid in xids:
         gpu = by_bus.get(xid["pci"][-10:], xid["pci"])
         description = FATAL_XIDS.get(xid["xid"])
+        if xid["xid"] == 154:
+            action = _XID_154.search(xid["line"])
+            if action and re.search(r"Reset|Reboot", action.group(1)):
+                description = f"GPU recovery action changed to {action.group(1)}"
         verdict = "fail" if description else "warn"
         records.append(
             record(
@@ -422,7 +482,9 @@ def check_nvlink(expectation, status, gpus):
         active = len(links) - len(inactive)
         expected = "{} links at {} GB/s".format(want, expectation["gbps"])
         problems = []
-        if active != want:
+        if (status.get(gpu["index"]) or {}).get("all_inactive"):
+            problems.append("all links inactive (NVML: unable to retrieve NVLink information)")
+        elif active != want:
             problems.append(f"{active} of {want} links active")
         if inactive:
             problems.append("inactive: link " + ", ".join(inactive))
@@ -499,6 +561,44 @@ def check_hca_pcie(links):
     ]
 
 
+def check_hcas_listed(cas, reason, infiniband, hca_pci):
+    """The adapters the node has must be listed by ibstat now: ``cas`` (parsed ibstat, None when it
+    is missing, failed or could not be read, with ``reason``), against the CAs ib_facts recorded
+    (``infiniband``) and the HCAs gpu_facts found on PCI (``hca_pci``). A node whose HCAs vanished
+    (mlx5_core not loaded, the RDMA stack broken after an upgrade) is a failure, never "no ports"."""
+    known = [hca["name"] for hca in (infiniband or {}).get("hcas") or [] if isinstance(hca, dict) and hca.get("name")]
+    on_pci = [hca for hca in hca_pci or [] if isinstance(hca, dict) and not hca.get("virtual_function")]
+    if not known and not on_pci:
+        return []
+    has = (
+        ", ".join(known)
+        if known
+        else "{} on PCI ({})".format(len(on_pci), ", ".join(str(hca.get("pci_bus_id")) for hca in on_pci))
+    )
+    if cas is None:
+        return [
+            record(
+                "ib_ports",
+                "adapters",
+                f"ibstat lists the node's adapters: {has}",
+                reason or "no output",
+                "fail",
+                "the node has adapters and ibstat cannot list them: install infiniband-diags, load mlx5_core "
+                "(and mlx5_ib), or set validate_fabric: none where they carry no compute traffic",
+            )
+        ]
+    listed = {ca.get("name") for ca in cas}
+    missing = [name for name in known if name not in listed]
+    if not missing and not known and len(cas) < len(on_pci):
+        missing = [f"{len(on_pci) - len(cas)} of {len(on_pci)} on PCI"]
+    return [
+        record(
+            "ib_ports", name, "listed by ibstat", "missing", "fail", "ib_facts recorded it; ibstat does not list it now"
+        )
+        for name in missing
+    ]
+
+
 def check_ib_ports(fabric, ports, expected_rates):
     if not ports:
         return [record("ib_ports", "node", None, None, "skip", "no compute fabric port on this node")]
@@ -538,24 +638,83 @@ def check_ib_ports(fabric, ports, expected_rates):
     return records
 
 
+def nccl_ib_hca(spec, ports):
+    """The ports of ``ports`` (``mlx5_0:1`` names) that NCCL uses under ``NCCL_IB_HCA=spec``, and the
+    entries the spec names exactly: ``(selected, named)``.
+
+    As NCCL reads it (NCCL's environment variables, NCCL_IB_HCA): entries are ``device[:port]``
+    separated by commas; a leading ``^`` excludes the entries instead of selecting them; a leading
+    ``=`` (after ``^`` if any) matches device names exactly, otherwise each entry is a prefix
+    (``mlx5`` is every mlx5 device); an entry without a port takes every port of its device.
+    ``named`` holds the exact, selecting entries (``=mlx5_0:1``), which must each be there.
+    """
+    text = spec.strip()
+    exclude = text.startswith("^")
+    text = text[1:] if exclude else text
+    exact = text.startswith("=")
+    text = text[1:] if exact else text
+    entries = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        device, _sep, port = item.partition(":")
+        entries.append((device, port or None))
+
+    def matches(name):
+        device, _sep, port = name.partition(":")
+        return any(
+            (device == e_device if exact else device.startswith(e_device)) and (e_port is None or port == e_port)
+            for e_device, e_port in entries
+        )
+
+    selected = [name for name in ports if matches(name) != exclude]
+    named = [d + ":" + (p or "1") for d, p in entries] if exact and not exclude else []
+    return selected, named
+
+
 def check_nccl_hcas(configured, ports):
-    """``configured``: the HCA ports NCCL_IB_HCA names in nccl.conf (None when it names none)."""
+    """``configured``: the value of NCCL_IB_HCA in nccl.conf (None when it sets none), read as
+    NCCL reads it (nccl_ib_hca): the ports it selects must be the active compute ports."""
     active = [p["name"] for p in ports if p["state"] == "Active"]
     if configured is None:
         return [record("nccl_hcas", "nccl.conf", active, None, "skip", "nccl.conf sets no NCCL_IB_HCA: NCCL picks")]
-    configured_names = [name if ":" in name else name + ":1" for name in configured]
-    missing = sorted(set(active) - set(configured_names), key=natural_key)
-    extra = sorted(set(configured_names) - set(active), key=natural_key)
+    selected, named = nccl_ib_hca(configured, [p["name"] for p in ports])
+    measured = named or [name for name in selected if name in active]
+    missing = sorted(set(active) - set(selected), key=natural_key)
+    extra = sorted(set(named) - set(active), key=natural_key)
     if not missing and not extra:
         return [
-            record("nccl_hcas", "nccl.conf", active, configured_names, "pass", "NCCL_IB_HCA = the active compute ports")
+            record(
+                "nccl_hcas",
+                "nccl.conf",
+                active,
+                measured,
+                "pass",
+                f"NCCL_IB_HCA={configured} selects the active compute ports",
+            )
         ]
     problems = []
     if missing:
-        problems.append("active but not in NCCL_IB_HCA: " + ", ".join(missing))
+        problems.append(f"active but not selected by NCCL_IB_HCA={configured}: " + ", ".join(missing))
     if extra:
         problems.append("in NCCL_IB_HCA but not an active compute port: " + ", ".join(extra))
-    return [record("nccl_hcas", "nccl.conf", active, configured_names, "fail", "; ".join(problems))]
+    return [record("nccl_hcas", "nccl.conf", active, measured, "fail", "; ".join(problems))]
+
+
+def mig_split_gpus(nvidia_gpu):
+    """The GPUs (``nvidia_gpu`` facts) in MIG mode in any layout but one GPU instance of the whole
+    GPU with one compute instance: the only MIG layout dcgmi diag runs on (a DCGM maintainer in
+    NVIDIA/DCGM#31; on any other it prints "GPU N's MIG configuration is incompatible with the
+    diagnostic because it prevents access to the entire GPU", NVIDIA/DCGM#94)."""
+    out = []
+    for gpu in (nvidia_gpu or {}).get("gpus") or []:
+        if gpu.get("mig_mode") != "enabled":
+            continue
+        instances = gpu.get("mig_instances") or []
+        profiles = gpu.get("mig_profiles") or []
+        whole = max(profiles, key=lambda p: p.get("memory_gib") or 0)["name"] if profiles else None
+        computes = instances[0].get("compute_instances") or [] if len(instances) == 1 else []
+        if not (whole and len(instances) == 1 and instances[0].get("profile") == whole and len(computes) == 1):
+            out.append(gpu.get("index"))
+    return out
 
 
 def check_dcgm(result, level, error=None):
@@ -571,8 +730,25 @@ def check_dcgm(result, level, error=None):
             record("dcgm_diag", t["name"], "Pass", "Fail", "fail", t["info"] or f"dcgmi diag -r {level}")
             for t in failed
         ]
-    names = ", ".join(t["name"] for t in result["tests"] if t["result"] == "Pass")
-    return [record("dcgm_diag", f"level {level}", "every test passes", "all passed", "pass", names)]
+    # DCGM's Warn is not a pass: each is a warning with DCGM's own text. A run where nothing passed
+    # (every test skipped: not supported on this GPU, or no GPU to test) proves nothing: skip.
+    warned = [
+        record("dcgm_diag", t["name"], "Pass", "Warn", "warn", t["info"] or f"dcgmi diag -r {level} warned")
+        for t in result["tests"]
+        if t["result"] == "Warn"
+    ]
+    passed = [t["name"] for t in result["tests"] if t["result"] == "Pass"]
+    expected = "every test passes"
+    if not passed:
+        skipped = [
+            t["name"] + (f" ({t['info']})" if t["info"] else "") for t in result["tests"] if t["result"] == "Skip"
+        ]
+        reason = "no test passed; skipped: " + (", ".join(skipped) or "none")
+        return [*warned, record("dcgm_diag", f"level {level}", expected, "none passed", "skip", reason)]
+    return [
+        *warned,
+        record("dcgm_diag", f"level {level}", expected, f"{len(passed)} passed", "pass", ", ".join(passed)),
+    ]
 
 
 def check_slurmd(declared, measured, headroom_mib, overrides_config):
@@ -666,9 +842,13 @@ def firmware_checks(nodes):
     return out
 
 
-def nccl_check(check, subject, result, expectation, baseline=None, baseline_share=BASELINE_SHARE):  # noqa: PLR0917
+def nccl_check(  # noqa: PLR0917
+    check, subject, result, expectation, baseline=None, baseline_share=BASELINE_SHARE, *, ranks=None
+):
     """The verdict on one nccl-tests run: the bus bandwidth at the largest size against the floor
-    (or ``baseline_share`` of a recorded baseline); wrong or out-of-bounds values fail regardless."""
+    (or ``baseline_share`` of a recorded baseline); wrong or out-of-bounds values fail regardless,
+    and so does a run that did not finish (no closing lines, or its largest size short of the
+    ``maxBytes`` it was given) or ran another number of ranks than ``ranks``, the ones asked for."""
     row = largest(result)
     busbw = None
     if row is not None:
@@ -686,6 +866,13 @@ def nccl_check(check, subject, result, expectation, baseline=None, baseline_shar
         problems.append("wrong values at {} size(s), first {} B".format(len(bad), bad[0]["size"]))
     if result.get("out_of_bounds"):
         problems.append("{} out-of-bounds values".format(result["out_of_bounds"]))
+    if row is not None and (result.get("complete") is False or not reached_max(result)):
+        problems.append(
+            "the run stopped at {} B, before the end of its table (maxBytes {}, closing lines {}): it was cut "
+            "off".format(row["size"], result.get("max_bytes"), "printed" if result.get("complete") else "missing")
+        )
+    if ranks and result.get("nranks") and result["nranks"] != ranks:
+        problems.append("{} ranks ran where {} were asked for".format(result["nranks"], ranks))
     if problems:
         return record(check, subject, expected, measured, "fail", "; ".join(problems))
     if floor is None:
@@ -707,6 +894,31 @@ def drain_reason(records, limit=200):
     failed = ["{} {}".format(r["check"], r["subject"]) for r in records if r["verdict"] == "fail"]
     text = "gpuops-validate: " + ", ".join(failed)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def drained_for(reason, prefix="gpuops-validate: "):
+    """The check names an earlier drain_reason() listed (``nvlink``, ``pcie``), or [] for another
+    reason (burn-in, an operator's own)."""
+    if not reason.startswith(prefix):
+        return []
+    names = []
+    for item in reason[len(prefix) :].split(", "):
+        check = item.strip().split(" ", 1)[0]
+        if re.fullmatch(r"[a-z][a-z0-9_]*", check) and check not in names:
+            names.append(check)
+    return names
+
+
+def unproven(reason, records, prefix="gpuops-validate: "):
+    """The checks a node was drained for that do not pass now: each had to pass again, not be
+    skipped (``ib_ports`` that skips because ibstat is gone proves nothing). ``[(check, now)]``,
+    ``now`` the check's verdicts this run ("skip", "fail", or "not run")."""
+    out = []
+    for check in drained_for(reason, prefix):
+        verdicts = sorted({r["verdict"] for r in records if r["check"] == check})
+        if not verdicts or any(verdict in ("fail", "skip") for verdict in verdicts):
+            out.append((check, "/".join(verdicts) or "not run"))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -734,6 +946,9 @@ def multi_node_plan(nodes, overrides=None, whole_set=True, partners=None):
             continue
         gpus = node.get("gpus") or []
         counts[host] = len(gpus) if isinstance(gpus, list) else int(gpus)
+        if node.get("mig_gpus"):
+            skipped.append(record("nccl_pair", host, None, None, "skip", "GPUs in MIG mode: no NCCL run across nodes"))
+            continue
         if node.get("nccl_tests_present") is False:
             skipped.append(record("nccl_pair", host, None, None, "skip", "nccl-tests is not on this node"))
             continue

@@ -12,9 +12,14 @@ description:
     armour, without gpg). Every primary key in the file must be one of O(key_fingerprint), because
     apt trusts every key of a C(Signed-By) keyring; a key file that carries another key, or a
     mirror that serves another key, is refused before anything is written.
-  - Writes the key to C(/etc/apt/keyrings/NAME.asc) (armoured) or C(NAME.gpg) (binary) and the
-    repository to C(/etc/apt/sources.list.d/NAME.sources) in deb822 form with C(Signed-By)
-    pointing at that keyring, each only when it differs.
+  - The file is read whole, every armour block and every packet, as gpg and apt read it; text
+    outside armour blocks, a block that is not a public key, or a packet that is not part of a
+    public key is refused.
+  - Writes a keyring built from the checked packets alone (each pinned key with its user IDs,
+    signatures and subkeys), never the bytes as served, to C(/etc/apt/keyrings/NAME.asc)
+    (armoured) or C(NAME.gpg) (binary), and the repository to
+    C(/etc/apt/sources.list.d/NAME.sources) in deb822 form with C(Signed-By) pointing at that
+    keyring, each only when it differs.
   - When either changed, refreshes the package lists of this repository alone (C(apt-get update)
     limited to its sources file), so its packages are known to the next task.
   - In check mode the key is still downloaded and checked; nothing is written, and RV(pending)
@@ -161,10 +166,10 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.errors import Parse
 from ansible_collections.gpuops.cluster.plugins.module_utils.host import ROOT_OPTION, Host
 from ansible_collections.gpuops.cluster.plugins.module_utils.openpgp import (
     MAX_KEY_FILE,
+    armour,
     is_armored,
-    keys,
     normalize_fingerprint,
-    unexpected_primaries,
+    pinned_keyring,
 )
 
 KEYRINGS = "/etc/apt/keyrings"
@@ -211,25 +216,30 @@ def write(module, path, data, mode):
 
 
 def check_key(module, data, expected, url):
+    """The keyring to install (the pinned keys' packets only) and the primary fingerprints, or a failure."""
     variable = module.params["fingerprint_variable"] or "key_fingerprint"
     try:
-        found = keys(data)
+        checked = pinned_keyring(data, expected)
     except ParseError as err:
         module.fail_json(
-            msg=f"key_url {url} is not an OpenPGP public key: {err.reason}. Point it at the repository's key."
+            msg=f"key_url {url} is not an OpenPGP public key file: {err.reason}. Nothing was written. Point it "
+            "at the repository's key, as the vendor publishes it."
         )
-    primaries = [k["fingerprint"] for k in found if k["primary"]]
-    other = unexpected_primaries(found, expected)
-    if other or not primaries:
+    primaries = [k["fingerprint"] for k in checked["keys"] if k["primary"]]
+    if checked["unexpected"] or not primaries:
         module.fail_json(
-            msg="key_url {url} holds the key(s) {found}, not {expected} ({var}). Nothing was written. If the "
-            "vendor rotated its key, confirm the new fingerprint from its published notice and set {var}; if "
-            "not, the URL or the mirror serves a key that must not be trusted.".format(
-                url=url, found=", ".join(primaries) or "none", expected=", ".join(expected), var=variable
+            msg="key_url {url} holds the key(s) {found}, not only {expected} ({var}); {other} not pinned. Nothing "
+            "was written. If the vendor rotated its key, confirm the new fingerprint from its published notice and "
+            "set {var}; if not, the URL or the mirror serves a key that must not be trusted.".format(
+                url=url,
+                found=", ".join(primaries) or "none",
+                expected=", ".join(expected),
+                var=variable,
+                other=", ".join(checked["unexpected"]) or "no key is",
             ),
             fingerprints=primaries,
         )
-    return primaries
+    return checked["keyring"], primaries
 
 
 def main():
@@ -304,14 +314,17 @@ def main():
 
     url = params["key_url"]
     data = download(module, url)
-    result["fingerprints"] = check_key(module, data, expected, url)
+    keyring_data, result["fingerprints"] = check_key(module, data, expected, url)
+    # The keyring holds the checked packets only, in the form the vendor serves (armour or binary).
     ext = "asc" if is_armored(data) else "gpg"
+    if ext == "asc":
+        keyring_data = armour(keyring_data)
     keyring = keyrings[ext]
     result["keyring"] = f"{KEYRINGS}/{name}.{ext}"
     stale = keyrings["gpg" if ext == "asc" else "asc"]
 
     current_key = host.read(f"{KEYRINGS}/{name}.{ext}", binary=True)
-    key_changed = current_key != data or os.path.lexists(stale)
+    key_changed = current_key != keyring_data or os.path.lexists(stale)
     text = render_source(name, params, result["keyring"])
     current_source = host.read(f"{SOURCES}/{name}.sources")
     source_changed = current_source != text
@@ -325,8 +338,8 @@ def main():
         result["pending"] = True
         module.exit_json(**result)
 
-    if current_key != data:
-        write(module, keyring, data, 0o644)
+    if current_key != keyring_data:
+        write(module, keyring, keyring_data, 0o644)
     if os.path.lexists(stale):
         os.remove(stale)
     if source_changed:

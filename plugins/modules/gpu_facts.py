@@ -81,6 +81,13 @@ ansible_facts:
           description: NVIDIA GPUs were seen (on PCI or by the driver).
           type: bool
           sample: true
+        pci_read:
+          description:
+            - Whether C(lspci) ran. False when it is not installed (package C(pciutils)); a false
+              RV(ansible_facts.nvidia_gpu.present) then means that the PCI bus was not looked at,
+              and preflight refuses a host the GPU roles are applied to.
+          type: bool
+          sample: true
         source:
           description: Where the GPU list came from, C(nvidia-smi) or C(lspci); null with no GPU.
           type: str
@@ -234,7 +241,10 @@ def main():
             )
         pci = classify(parse_or_fail(module, parse_lspci, out, argv))
     else:
-        module.warn("lspci was not found (Debian/Ubuntu package pciutils): NVSwitches and adapters are not counted")
+        module.warn(
+            "lspci was not found (package pciutils): the PCI bus was not read, so GPUs without a loaded driver, "
+            "NVSwitches and adapters are not seen (nvidia_gpu.pci_read is false); install pciutils"
+        )
 
     query = None
     topology = None

@@ -13,7 +13,10 @@ description:
     size (not nccl-tests' "Avg bus bandwidth", an average over every size) against the floor in
     O(expectation), or against O(baseline_share) of a recorded O(baseline).
   - Wrong values (C(#wrong) above 0, or the older error column above the type's tolerance) and
-    out-of-bounds values fail regardless of the bandwidth.
+    out-of-bounds values fail regardless of the bandwidth, and so does a run that did not finish,
+    a table without nccl-tests' closing lines (C(# Out of bounds values), C(# Avg bus bandwidth)),
+    or one whose largest size stops short of the C(maxBytes) nccl-tests read from C(-e); and one
+    that ran another number of ranks (its C(# Using devices) lines) than O(ranks).
   - A command that fails, or output without a result table, is a failed check naming the command
     and the line; the module itself does not fail, so that every other measurement still runs.
   - In check mode nothing runs and the check is C(skip).
@@ -64,6 +67,11 @@ options:
     description: Seconds the command may take (C(timeout) from coreutils stops it).
     type: int
     default: 900
+  ranks:
+    description:
+      - The ranks the command asks for (GPUs of one process times its processes). When set, a run
+        that lists another number of ranks fails. Unset, the count is not compared.
+    type: int
 """
 
 EXAMPLES = r"""
@@ -73,6 +81,7 @@ EXAMPLES = r"""
            -b, "8", -e, 8G, -f, "2", -g, "8"]
     check: nccl_node
     subject: gpu01
+    ranks: 8
     expectation: {expected: 473.2, floor: 435.3, reason: 18 NVLink links x 26.562 GB/s x 0.99}
   delegate_to: slurm-head
 """
@@ -120,6 +129,7 @@ def main():
             "baseline": {"type": "float"},
             "baseline_share": {"type": "float", "default": 0.95},
             "timeout": {"type": "int", "default": 900},
+            "ranks": {"type": "int"},
         },
         supports_check_mode=True,
     )
@@ -157,7 +167,9 @@ def main():
             command_rc=rc,
             output_tail=tail,
         )
-    record = v.nccl_check(p["check"], p["subject"], result, expectation, p["baseline"], p["baseline_share"])
+    record = v.nccl_check(
+        p["check"], p["subject"], result, expectation, p["baseline"], p["baseline_share"], ranks=p["ranks"]
+    )
     if rc != 0 and record["verdict"] != "fail":
         record = dict(record, verdict="fail", reason=f"`{command}` exited {rc} after its table: {first_line(err)}")
     series = []

@@ -20,6 +20,9 @@ description:
     fails, naming the command and the line); one run gives every finding.
   - Never changes the node. C(dcgmi diag) runs GPU tests (level 3 takes about 15 minutes); it runs
     in check mode as well, because it only reads.
+  - On a GPU in MIG mode C(dcgmi diag) is not run, a C(skip) naming the GPUs: DCGM runs its
+    diagnostic only on whole GPUs (MIG off, or one GPU instance of the whole GPU with one compute
+    instance).
 author:
   - gpuops.cluster maintainers (@gpuops-cluster)
 extends_documentation_fragment:
@@ -31,8 +34,8 @@ options:
     type: dict
     required: true
   infiniband:
-    description: The node's C(ansible_facts.infiniband) (gpuops.cluster.ib_facts); the expected
-      ports. The module runs C(ibstat) again for their state now.
+    description: The node's C(ansible_facts.infiniband) (gpuops.cluster.ib_facts); its CAs are the
+      adapters C(ibstat) must list now. The module runs C(ibstat) again for their state now.
     type: dict
     default: {}
   driver_branch:
@@ -40,9 +43,14 @@ options:
       Without it, the only branch installed.
     type: str
   fabric:
-    description: Link layer of the compute fabric, as the nccl role's C(nccl_fabric).
+    description:
+      - Link layer of the compute fabric, as the nccl role's C(nccl_fabric).
+      - V(none) for a node without one (its ConnectX adapters carry only storage or management
+        traffic), and no port is checked. Otherwise a node with adapters (O(infiniband)'s CAs, or
+        the HCAs O(nvidia_gpu) found on PCI) where C(ibstat) is missing, fails or lists fewer CAs
+        fails C(ib_ports).
     type: str
-    choices: [auto, InfiniBand, Ethernet]
+    choices: [auto, InfiniBand, Ethernet, none]
     default: auto
   dcgm_level:
     description: C(dcgmi diag -r LEVEL); 0 skips DCGM.
@@ -141,6 +149,14 @@ nccl_tests_present:
   description: Whether O(nccl_tests) is an executable file on this node (false without O(nccl_tests)).
   returned: always
   type: bool
+mig_gpus:
+  description:
+    - The indices of the GPUs in MIG mode. NCCL runs are not made on such a node (MIG devices have
+      no peer-to-peer access), nor DCGM's diagnostic where a GPU is split into several instances;
+      C(skip) records say so.
+  returned: always
+  type: list
+  elements: int
 fabric:
   description: The compute fabric's link layer (InfiniBand or Ethernet).
   returned: always
@@ -212,12 +228,11 @@ class Reader:
 
 
 def _nccl_hcas(text):
-    """The ports NCCL_IB_HCA names (``=mlx5_0:1,mlx5_3:1``), or None when the file sets none."""
+    """The value of NCCL_IB_HCA (``=mlx5_0:1,mlx5_3:1``, ``^mlx5_4``, ``mlx5``), or None when the file sets none."""
     for line in (text or "").splitlines():
         key, sep, value = line.strip().partition("=")
         if sep and key.strip() == "NCCL_IB_HCA":
-            value = value.strip().lstrip("=^")
-            return [name.strip() for name in value.split(",") if name.strip()]
+            return value.strip()
     return None
 
 
@@ -276,7 +291,7 @@ def main():
             "nvidia_gpu": {"type": "dict", "required": True},
             "infiniband": {"type": "dict", "default": {}},
             "driver_branch": {"type": "str"},
-            "fabric": {"type": "str", "default": "auto", "choices": ["auto", "InfiniBand", "Ethernet"]},
+            "fabric": {"type": "str", "default": "auto", "choices": ["auto", "InfiniBand", "Ethernet", "none"]},
             "dcgm_level": {"type": "int", "default": 1},
             "dcgm_timeout": {"type": "int", "default": 1800},
             "nccl_conf": {"type": "path", "default": "/etc/nccl.conf"},
@@ -292,6 +307,9 @@ def main():
     p = module.params
     if p["dcgm_level"] not in (0, 1, 2, 3, 4):
         module.fail_json(msg=f"dcgm_level is {p['dcgm_level']}; use 0 (no DCGM) or a dcgmi diag level 1 to 4.")
+    bad_thresholds = v.threshold_problems(p["thresholds"])
+    if bad_thresholds:
+        module.fail_json(msg=" ".join(bad_thresholds))
     host = Host(module)
     reader = Reader(module)
     facts = p["nvidia_gpu"]
@@ -342,8 +360,12 @@ def main():
         checks += v.check_nvlink(expectation, status, gpus)
 
     cas, reason = reader.output("ib_ports", ["ibstat"], parse_ibstat)
+    if p["fabric"] == "none":
+        cas, reason = [], None
+    else:
+        checks += v.check_hcas_listed(cas, reason, p["infiniband"], facts.get("hca_pci"))
     infiniband = {"hcas": cas or [], "active_ports": active_ports(cas or [])}
-    fabric, ports = v.compute_ports(infiniband, p["fabric"])
+    fabric, ports = v.compute_ports(infiniband, "auto" if p["fabric"] == "none" else p["fabric"])
     checks += v.check_ib_ports(fabric, ports, v.nic_expectation(ports, p["thresholds"]))
     checks += v.check_hca_pcie(_hca_links(host, sorted({port["hca"] for port in ports})))
     hcas, reason = reader.output("hca_firmware", ["ibv_devinfo"], parse_ibv_devinfo)
@@ -351,18 +373,42 @@ def main():
     if ports:
         checks += v.check_nccl_hcas(_nccl_hcas(conf), ports)
 
-    if p["dcgm_level"]:
+    split = v.mig_split_gpus(facts) if p["dcgm_level"] else []
+    if split:
+        checks.append(
+            v.record(
+                "dcgm_diag",
+                f"level {p['dcgm_level']}",
+                "every test passes",
+                None,
+                "skip",
+                "GPU {} in MIG mode: dcgmi diag runs only on whole GPUs (MIG off, or one GPU instance of the whole "
+                "GPU with one compute instance; NVIDIA/DCGM#31), so it is not run; the other checks cover "
+                "them".format(", ".join(map(str, split))),
+            )
+        )
+    elif p["dcgm_level"]:
         if not module.get_bin_path("dcgmi"):
             checks += v.check_dcgm(None, p["dcgm_level"])
         else:
             argv = [module.get_bin_path("dcgmi"), "diag", "-r", str(p["dcgm_level"]), "-j"]
+            # Bounded as nccl_run is: a wedged dcgmi diag must not hold validation forever.
+            timeout = module.get_bin_path("timeout")
+            if timeout:
+                argv = [timeout, str(p["dcgm_timeout"]), *argv]
             rc, out, err = module.run_command(argv, environ_update={"LC_ALL": "C"})
-            try:
-                result = parse_dcgmi_diag(out)
-                checks += v.check_dcgm(result, p["dcgm_level"])
-            except ParseError as exc:
-                text = first_line(err, out) if rc else str(exc)
-                checks += v.check_dcgm(None, p["dcgm_level"], error=f"dcgmi diag exited {rc}: {text}")
+            if timeout and rc in (124, 137):
+                checks += v.check_dcgm(
+                    None,
+                    p["dcgm_level"],
+                    error=f"dcgmi diag -r {p['dcgm_level']} did not finish within dcgm_timeout ({p['dcgm_timeout']} s)",
+                )
+            else:
+                try:
+                    checks += v.check_dcgm(parse_dcgmi_diag(out), p["dcgm_level"])
+                except ParseError as exc:
+                    text = first_line(err, out) if rc else str(exc)
+                    checks += v.check_dcgm(None, p["dcgm_level"], error=f"dcgmi diag exited {rc}: {text}")
 
     node = p["slurm_node_name"] or socket.gethostname().split(".")[0]
     slurm_conf = host.read(p["slurm_conf"])
@@ -386,10 +432,29 @@ def main():
                 "compiler is: nccl_tests_build)",
             )
         )
+    # GPUs in MIG mode have no peer-to-peer access (MIG User Guide: no GPU-to-GPU P2P, PCIe or
+    # NVLink, in MIG mode): an NCCL run over them, on the node or across nodes, measures nothing
+    # the checks could gate.
+    mig_gpus = [g.get("index") for g in facts.get("gpus") or [] if g.get("mig_mode") == "enabled"]
+    if mig_gpus and len(gpus) >= 2:
+        checks.append(
+            v.record(
+                "nccl_node",
+                "node",
+                None,
+                None,
+                "skip",
+                "GPU {} in MIG mode: MIG devices have no peer-to-peer access, so nccl-tests across the node's "
+                "GPUs is not run (and the node takes no part in the runs across nodes)".format(
+                    ", ".join(map(str, mig_gpus))
+                ),
+            )
+        )
     checks += reader.problems
     module.exit_json(
         changed=False,
         checks=checks,
+        mig_gpus=mig_gpus,
         verdict=v.worst(checks),
         hcas=hcas or [],
         compute_ports=ports,

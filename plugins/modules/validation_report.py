@@ -248,6 +248,9 @@ def main():
         elif failed:
             report["actions"][host] = "report only (validate_mode: report)"
         elif drained.startswith(p["drain_prefix"]) and p["mode"] == "gate":
+            # Drained for checks that failed: each must pass now, not be skipped.
+            for check, now_verdict in v.unproven(drained, checks, p["drain_prefix"]):
+                by_host[host].append(f"{host}: {check} was failing when drained, and is {now_verdict} now, not pass")
             resume.append(host)
     for run in p["cluster_nccl"]:
         report["cluster"]["checks"].append(run["record"])

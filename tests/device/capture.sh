@@ -34,6 +34,9 @@ run csv_remapped.txt nvidia-smi --query-remapped-rows=gpu_bus_id,gpu_uuid,remapp
 run csv_apps.txt nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv
 run driver_version.txt cat /proc/driver/nvidia/version
 run lspci_nn.txt lspci -nn
+run ibstat.txt ibstat
+run ibv_devinfo_v.txt ibv_devinfo -v
+run dcgmi_diag_r1_j.txt dcgmi diag -r 1 -j
 run lscpu_p.txt lscpu -p=CPU,CORE,SOCKET,NODE
 run uname.txt uname -a
 run os_release.txt cat /etc/os-release

@@ -95,6 +95,58 @@ def test_apt_rejects_the_repo_with_a_wrong_key(host):
     assert "NO_PUBKEY" in result.stderr or "not signed" in result.stderr, result.stderr
 
 
+ARCHIVE_FPR = "DDD2F499504D61685FB2FDC94B9F49872D40B3F2"
+WRONG_FPR = "88A16F1370CB253F6D3BDAACBB42F09FF42E283A"
+
+
+def _apt_source(host, name, key, uris):
+    args = {
+        "name": name,
+        "uris": [uris],
+        "key_url": f"http://gpusim-repo/keys/{key}",
+        "key_fingerprint": [ARCHIVE_FPR],
+        "fingerprint_variable": "test_key_fingerprint",
+    }
+    # ansible-core 2.19's --tree result of a failed module has no "failed" key, so testinfra does
+    # not raise for it: the result is read either way, and the tests judge its message.
+    try:
+        return host.ansible("gpuops.cluster.apt_source", json.dumps(args), check=False, become=True)
+    except host.ansible.AnsibleException as failed:
+        return failed.result
+
+
+def test_apt_trusts_a_second_armour_block_of_a_key_file(host):
+    """Why the key file is read whole: real apt, given the served two-block file as the keyring of
+    the repository signed by the wrong key, accepts it."""
+    host.run_test("curl -fsS -o /tmp/gpusim-two-blocks.asc http://gpusim-repo/keys/gpusim-two-blocks.asc")
+    result = _apt_update(host, "deb [signed-by=/tmp/gpusim-two-blocks.asc] http://gpusim-repo/wrong-signed /")
+    assert result.rc == 0, result.stdout + result.stderr
+
+
+def test_apt_source_refuses_a_second_armour_block(host):
+    refused = _apt_source(host, "gpuops-two-blocks", "gpusim-two-blocks.asc", "http://gpusim-repo/wrong-signed")
+    msg = refused["msg"]
+    assert WRONG_FPR in msg and "test_key_fingerprint" in msg and "Nothing was written" in msg
+    assert not host.file("/etc/apt/sources.list.d/gpuops-two-blocks.sources").exists
+    assert not host.file("/etc/apt/keyrings/gpuops-two-blocks.asc").exists
+
+
+def test_the_keyring_apt_source_installs_refuses_the_wrong_signed_repository(host):
+    """The pinned key, installed as the module builds it: apt-get update of the repository the
+    wrong key signed fails and the source is taken out again; the archive's repository passes."""
+    name = "gpuops-wrong-signed"
+    try:
+        msg = _apt_source(host, name, "gpusim-archive-keyring.asc", "http://gpusim-repo/wrong-signed")["msg"]
+        assert "apt-get update of the repository gpuops-wrong-signed failed" in msg
+        assert "NO_PUBKEY" in msg or "not signed" in msg, msg
+        assert not host.file(f"/etc/apt/sources.list.d/{name}.sources").exists
+        # The armour the module wrote is one apt reads: the archive-signed repository passes with it.
+        passed = _apt_update(host, f"deb [signed-by=/etc/apt/keyrings/{name}.asc] http://gpusim-repo/{CUDA_REPO} /")
+        assert passed.rc == 0, passed.stdout + passed.stderr
+    finally:
+        host.run(f"rm -f /etc/apt/keyrings/{name}.asc /etc/apt/sources.list.d/{name}.sources")
+
+
 def test_driver_package_is_the_pinned_version(host, hostvars):
     branch, version = hostvars["gpusim_driver_branch"], hostvars["gpusim_driver_version"]
     assert host.package(f"nvidia-driver-{branch}-open").version == f"{version}-1"

@@ -23,6 +23,8 @@ point at a site mirror:
     keys/gpusim-archive-keyring.gpg            the signing key (binary keyring for signed-by)
     keys/gpusim-archive-keyring.asc            the same, ASCII-armoured
     keys/gpusim-wrong-keyring.gpg              another key, for tests that expect a refusal
+    keys/gpusim-two-blocks.asc                 the archive key's armour block, then the wrong key's
+    wrong-signed/                              an empty flat repository signed by the wrong key
     compute/cuda/repos/debian12/x86_64/3bf863cc.pub, libnvidia-container/gpgkey,
     doca/GPG-KEY-Mellanox.pub,
     core:/stable:/v1.36/deb/Release.key        the signing key again, at the vendors' key paths
@@ -60,6 +62,8 @@ CUDA_REPO = "compute/cuda/repos/debian12/x86_64"
 TOOLKIT_REPO = "libnvidia-container/stable/deb/amd64"
 DOCA_REPO = "doca/2.9.1/debian12/x86_64"
 SLURM_SMD_REPO = "slurm-smd/debian12"
+# A repository signed by the wrong key: what a key file that smuggles that key in would open.
+WRONG_SIGNED_REPO = "wrong-signed"
 # pkgs.k8s.io: one repository per Kubernetes minor (core:/stable:/v1.36/deb/, key Release.key
 # beside it), packages versioned <release>-1.1. Two minors and two releases of one, so that a
 # pinned install is told apart from "the newest" and a minor's repository from another's.
@@ -70,6 +74,7 @@ REPOS = {
     TOOLKIT_REPO: ("NVIDIA", "libnvidia-container (gpusim stand-in)"),
     DOCA_REPO: ("NVIDIA", "DOCA-Host (gpusim stand-in)"),
     SLURM_SMD_REPO: ("gpuops", "SchedMD-built Slurm, a site's mirror (gpusim stand-in)"),
+    WRONG_SIGNED_REPO: ("gpuops", "signed by the wrong key (gpusim stand-in)"),
     **{
         repo: (
             f"obs://build.opensuse.org/isv:kubernetes:core:stable:v{minor}/deb",
@@ -988,12 +993,17 @@ def build(out: Path, cache: Path) -> None:
             + kubernetes_packages()
         )
         for repo in REPOS:
-            write_repo(tmp, repo, [p for p in pkgs if p.repo == repo], keyhome)
+            home = wronghome if repo == WRONG_SIGNED_REPO else keyhome
+            write_repo(tmp, repo, [p for p in pkgs if p.repo == repo], home)
         keys = tmp / "keys"
         keys.mkdir()
         (keys / "gpusim-archive-keyring.gpg").write_bytes(gpg(keyhome, "--export").stdout)
         (keys / "gpusim-archive-keyring.asc").write_bytes(gpg(keyhome, "--export", "--armor").stdout)
         (keys / "gpusim-wrong-keyring.gpg").write_bytes(gpg(wronghome, "--export").stdout)
+        # The archive key's block, then a second block with the wrong key: gpg and apt trust both.
+        (keys / "gpusim-two-blocks.asc").write_bytes(
+            gpg(keyhome, "--export", "--armor").stdout + gpg(wronghome, "--export", "--armor").stdout
+        )
         # The test key also where each vendor publishes its key, under the vendor's file name, so
         # that the roles find it from their mirror variable alone (key URL variables unset).
         armoured = gpg(keyhome, "--export", "--armor").stdout

@@ -247,6 +247,9 @@ class Api(http.server.BaseHTTPRequestHandler):
     def do_PATCH(self):
         self.route("PATCH")
 
+    def do_DELETE(self):
+        self.route("DELETE")
+
     def route(self, method):  # noqa: PLR0911 (one answer per route)
         state = load_state()
         path = self.path.split("?", 1)[0].rstrip("/")
@@ -279,6 +282,12 @@ class Api(http.server.BaseHTTPRequestHandler):
             state["tokens"][token_id] = {"secret": secret, "expires": time.time() + ttl if ttl else None}
             save_state(state)
             return self.reply(201, {"token": f"{token_id}.{secret}"})
+        if method == "DELETE" and path.startswith("/gpusim/tokens/"):
+            token_id = path.rsplit("/", 1)[1]
+            if state["tokens"].pop(token_id, None) is None:
+                return self.fail(404, f'secrets "bootstrap-token-{token_id}" not found')
+            save_state(state)
+            return self.reply(200, {})
         if method == "GET" and path == "/gpusim/events":
             return self.reply(200, {"events": state.get("events", [])})
         if method == "GET" and path == "/gpusim/tokens":
@@ -382,6 +391,8 @@ def kubeadm(args):
         return kubeadm_init()
     if args[:2] == ["token", "create"]:
         return kubeadm_token(args[2:])
+    if args[:2] == ["token", "delete"]:
+        return kubeadm_token_delete(args[2:])
     if args[:1] == ["join"]:
         return kubeadm_join(args[1:])
     if args[:1] == ["reset"]:
@@ -462,6 +473,19 @@ def kubeadm_token(args):
         print(f"kubeadm join {endpoint} --token {minted} --discovery-token-ca-cert-hash {pin} ")
     else:
         print(minted)
+    return 0
+
+
+def kubeadm_token_delete(args):
+    """kubeadm token delete TOKEN-ID|TOKEN [--kubeconfig FILE], as kubeadm prints it."""
+    names = [a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "--kubeconfig")]
+    if not names:
+        die('missing subcommand; "token delete" is missing token of form "[a-z0-9]{6}" or "[a-z0-9]{6}.[a-z0-9]{16}"')
+    server, token = client(option(args, "--kubeconfig", ADMIN_CONF))
+    for name in names:
+        token_id = name.split(".", 1)[0]
+        call(server, token, "DELETE", f"/gpusim/tokens/{token_id}")
+        print(f'bootstrap token "{token_id}" deleted')
     return 0
 
 

@@ -217,3 +217,58 @@ def test_the_nvidia_runtime_takes_runc_s_cgroup_driver_and_can_be_the_default():
 def test_a_root_config_the_drop_in_cannot_carry_is_named(root, words):
     with pytest.raises(ValueError, match=words):
         k8s.nvidia_dropin(root, k8s.containerd_plan(DEBIAN_12, "version = 2\n"))
+
+
+def test_the_root_version_is_the_top_level_key_not_a_line_in_a_table():
+    """Edit of Debian's config: no top-level version, but a 'version = 2' line inside a table
+    (a plugin's own setting). containerd reads the file as version 1: the line is not the root's."""
+    root = 'imports = []\n[plugins."io.containerd.grpc.v1.cri"]\nversion = 2\n'
+    (problem,) = k8s.containerd_plan(DEBIAN_12, root)["problems"]
+    assert "has no version line" in problem
+    assert "no valid TOML" in k8s.containerd_plan(DEBIAN_12, "version = 2\n[plugins\n")["problems"][0]
+    assert "not a whole number" in k8s.containerd_plan(DEBIAN_12, 'version = "2"\n')["problems"][0]
+
+
+def test_a_character_outside_the_bmp_in_the_cri_table_is_written_as_valid_toml():
+    root = (
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "registry.local/p\U0001f600use:3.9"\n'
+        '  x_del = "a\\u007Fb\\u0001c \\"q\\" \\\\ d"\n'
+    )
+    plan = k8s.containerd_plan(DEBIAN_12, root)
+    text, _systemd = k8s.nvidia_dropin(root, plan)
+    cri = _tomllib().loads(text)["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["sandbox_image"] == "registry.local/p\U0001f600use:3.9"
+    assert cri["x_del"] == 'a\x7fb\x01c "q" \\ d'
+
+
+@pytest.mark.parametrize(
+    ("ttl", "words"),
+    [
+        ("15m", None),
+        ("1h", None),
+        ("900s", None),
+        ("0", "never expires"),
+        ("0s", "never expires"),
+        ("24h", "longer than an hour"),
+        ("1h1s", "longer than an hour"),
+        ("soon", "not a duration kubeadm reads"),
+        ("", "not a duration kubeadm reads"),
+    ],
+)
+def test_a_join_token_lives_an_hour_at_most_and_never_forever(ttl, words):
+    problems = k8s.token_ttl_problems(ttl)
+    if words is None:
+        assert problems == []
+    else:
+        (problem,) = problems
+        assert (
+            problem["severity"] == "error"
+            and words in problem["message"]
+            and "k8s_node_token_ttl" in problem["message"]
+        )
+
+
+def test_labels_or_taints_of_the_wrong_type_are_named_not_a_traceback():
+    plan = k8s.node_plan({}, host_components={}, mig_labels={}, labels=True, taints="NoSchedule", kubelet={})
+    assert [p["variable"] for p in plan["problems"]] == ["k8s_node_labels", "k8s_node_taints"]
+    assert "k8s_node_labels is True, not a mapping" in plan["problems"][0]["text"]

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.cluster.plugins.filter.mig_kubernetes import mig_kubernetes
-from ansible_collections.gpuops.cluster.plugins.module_utils import mig, nvidia_smi
+from ansible_collections.gpuops.cluster.plugins.module_utils import gpu_inventory, mig, nvidia_smi
 from conftest import fixture
 
 UPSTREAM = Path(__file__).resolve().parents[2] / "fixtures" / "upstream" / "mig-parted-v0.15.0-config-default.yaml"
@@ -262,7 +262,10 @@ def test_changes_say_per_gpu_what_differs_and_ignore_gpus_not_named():
     facts = node("0x2330", "0x2330", "0x2330")
     facts["gpus"][1].update(
         mig_mode="enabled",
-        mig_instances=[{"id": 7 + i, "profile": "1g.10gb", "compute_instances": [{"id": 0}]} for i in range(7)],
+        mig_instances=[
+            {"id": 7 + i, "profile": "1g.10gb", "compute_instances": [{"id": 0, "profile": "1g.10gb"}]}
+            for i in range(7)
+        ],
     )
     layout = {"name": "l", "gpus": [{"devices": [0, 1], "profiles": {"1g.10gb": 7}}]}
     (change,) = mig.changes(layout, facts)
@@ -352,7 +355,9 @@ def test_a_media_profile_is_its_own_resource_with_a_dot():
 
 def test_layouts_in_the_current_state_count_as_they_are():
     facts = _facts(2, mig_gpus=(1,))
-    facts["gpus"][1]["mig_instances"] = [{"profile": "3g.40gb", "compute_instances": [{"id": 0}]}] * 2
+    facts["gpus"][1]["mig_instances"] = [
+        {"profile": "3g.40gb", "compute_instances": [{"id": 0, "profile": "3g.40gb"}]}
+    ] * 2
     devices = mig.node_devices({}, facts)
     assert devices == {"whole": 1, "mig": {"3g.40gb": 2}}
     assert mig.node_strategy(devices)[0] == "mixed"
@@ -374,3 +379,30 @@ def test_the_parted_config_has_the_shape_of_nvidia_s_own():
     keys = {k for entries in theirs["mig-configs"].values() for e in entries for k in e}
     assert {k for entries in ours["mig-configs"].values() for e in entries for k in e} <= keys
     assert ours["mig-configs"]["h100-mixed"][2] == {"devices": [3], "mig-enabled": False}
+
+
+def test_a_gpu_instance_split_into_smaller_compute_instances_is_not_its_profile():
+    """The real A100 capture: GPU instance 3 (2g.10gb) holds two 1c.2g.10gb compute instances, so
+    gres.conf lists two MIG devices there; the layout 4g + 2g + 1g is not what the GPU has."""
+    gpu = {"index": 0, "mig_mode": "enabled", "name": "NVIDIA A100-SXM4-40GB"}
+    gpu_inventory._mig_facts(
+        gpu,
+        {
+            "instances": nvidia_smi.parse_mig_instances(fixture("mig", "a100_40gb_lgi_3_instances_4g_2g_1g.txt")),
+            "compute": nvidia_smi.parse_mig_compute_instances(
+                fixture("mig", "a100_40gb_lci_4_instances_two_1c_in_one_gi.txt")
+            ),
+        },
+    )
+    facts = {"gpus": [gpu]}
+    assert mig.current(facts)[0]["instances"] == {"1g.5gb": 1, "2g.10gb as 1c.2g.10gb+1c.2g.10gb": 1, "4g.20gb": 1}
+    layout = {"name": "l", "gpus": [{"devices": "all", "profiles": {"4g.20gb": 1, "2g.10gb": 1, "1g.5gb": 1}}]}
+    (change,) = mig.changes(layout, facts)
+    assert "2g.10gb as 1c.2g.10gb+1c.2g.10gb x 1" in mig.summary(change)
+
+
+def test_a_layout_preflight_would_refuse_is_named_on_the_kubernetes_side_not_a_type_error():
+    """k8s_gpu_platform.yml reads every node's layout; one with mixed key types ended in a TypeError."""
+    mixed = {"name": "x", "gpus": [{"devices": [0, "1"], "profiles": {"1g.10gb": 7}}]}
+    with pytest.raises(AnsibleFilterError, match=r"mig_layout of b: mig_layout.gpus\[0\].devices must be"):
+        mig_kubernetes(_nodes(("b", mixed, "operator")))

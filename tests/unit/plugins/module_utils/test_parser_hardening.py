@@ -129,3 +129,22 @@ def test_nvlink_peers_of_a_large_node():
     topology = {"gpus": gpus, "nics": [], "links": links, "cpu_affinity": {}, "numa_affinity": {}, "gpu_numa_id": {}}
     facts = build_gpu_facts(pci.classify(pci.parse_lspci("\n".join(lines))), None, topology)
     assert {gpu["nvlink_peers"] for gpu in facts["gpus"]} == {63}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "normal|0²|||",  # a superscript digit in the priority (the fuzzer, issue: trust)
+        "normal|10||cluster|00:0²:00",  # and in the grace time
+        "normal|10||cluster|²-00:00:00",
+    ],
+)
+def test_sacctmgr_superscript_digits_are_a_parse_error(line):
+    with pytest.raises(ParseError, match="whole-number priority"):
+        slurm.parse_qos(line + "\n")
+
+
+def test_an_xml_declaration_with_an_unknown_encoding_is_a_parse_error():
+    """The fuzzer (issue: trust): a mangled encoding name made the XML parser raise LookupError."""
+    with pytest.raises(ParseError, match="malformed XML declaration"):
+        nvidia_smi.parse_query_xml('<?xml version="1.0" encoding="UTF000-8"?>\n<nvidia_smi_log></nvidia_smi_log>\n')

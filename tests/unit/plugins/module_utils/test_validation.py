@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.gpuops.cluster.plugins.module_utils import nccl_tests, nvidia_smi
+from ansible_collections.gpuops.cluster.plugins.module_utils import dcgm, nccl_tests, nvidia_smi
 from ansible_collections.gpuops.cluster.plugins.module_utils import report as r
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
 from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts
@@ -233,7 +233,10 @@ def controller(monkeypatch):
 
 def _report_args(tmp_path, **extra):
     facts = facts_with_topology("dgx-h100")
-    healthy = [v.record("nvlink", "all GPUs", "18 links", "all active", "pass", "r")]
+    healthy = [
+        v.record("nvlink", "all GPUs", "18 links", "all active", "pass", "r"),
+        v.record("pcie", "all GPUs", "Gen5 x16", "Gen5 x16", "pass", "r"),
+    ]
     broken = [v.record("pcie", "GPU5", "Gen5 x16", "Gen3 x8", "fail", "<script>alert(1)</script>")]
     run = {
         "record": dict(v.record("nccl_node", "n1", ">= 435.4", "472.3 GB/s", "pass", "r"), floor=435.4),
@@ -344,3 +347,147 @@ def test_a_failed_run_across_nodes_is_listed_on_both_nodes_and_drains_neither(co
     assert result["resume"] == [] and result["records"]["n1"]["verdict"] == "fail"
     assert set(result["findings_by_host"]) == {"n1", "n2"}
     assert result["findings_by_host"]["n1"][0].startswith("cluster: nccl_pair n1+n2")
+
+
+def _v100_pcie():
+    return fixture("nccl_tests", "all_reduce_v100_pcie_4gpu_nccl_2_4_rank_lines_without_group_g4.txt")
+
+
+def test_a_cut_off_run_fails_not_the_last_row_printed():
+    """Killed after 64 MB: no closing lines; its last row would pass a 10 GB/s floor."""
+    text = _v100_pcie()
+    cut = text[: text.index("   134217728      33554432")]
+    check = v.nccl_check("nccl_node", "n", nccl_tests.parse_nccl_tests(cut), {"floor": 10.0, "reason": "r"})
+    assert check["verdict"] == "fail" and "stopped at 67108864 B" in check["reason"] and "missing" in check["reason"]
+    whole = v.nccl_check("nccl_node", "n", nccl_tests.parse_nccl_tests(text), {"floor": 10.0, "reason": "r"}, ranks=4)
+    assert whole["verdict"] == "pass"
+
+
+def test_a_table_short_of_its_max_bytes_fails():
+    """Edit: the banner says -e 256M, the table ends at 128M with its closing lines."""
+    edited = _v100_pcie().replace("maxBytes 134217728", "maxBytes 268435456")
+    check = v.nccl_check("nccl_node", "n", nccl_tests.parse_nccl_tests(edited), {"floor": 10.0, "reason": "r"})
+    assert check["verdict"] == "fail" and "maxBytes 268435456" in check["reason"]
+
+
+def test_other_ranks_than_asked_fail():
+    result = nccl_tests.parse_nccl_tests(_v100_pcie())
+    check = v.nccl_check("nccl_pair", "a+b", result, {"floor": 10.0, "reason": "r"}, ranks=8)
+    assert check["verdict"] == "fail" and "4 ranks ran where 8 were asked for" in check["reason"]
+
+
+def _diag(edit=lambda text: text):
+    text = fixture("dcgmi_diag", "r2_verbose_dcgm3_3_9_v100_pcie_1gpu_wrapped_info_rows.txt")
+    return dcgm.parse_dcgmi_diag(edit(text))
+
+
+def test_dcgm_warn_is_a_warning_with_dcgms_text_not_a_pass():
+    """Edit of the real level-2 capture: GPU Memory warns, with a Warning row."""
+    result = _diag(
+        lambda t: t.replace("| GPU Memory                | Pass - All  ", "| GPU Memory                | Warn - All  ")
+    )
+    records = v.check_dcgm(result, 2)
+    (warned,) = [r for r in records if r["verdict"] == "warn"]
+    assert warned["subject"] == "GPU Memory" and "Allocated 16435239282 bytes" in warned["reason"]
+    assert records[-1]["verdict"] == "pass" and records[-1]["measured"] == "10 passed"
+
+
+def test_dcgm_with_every_test_skipped_is_a_skip_not_a_pass():
+    result = _diag(lambda t: t.replace("| Pass  ", "| Skip  ").replace("| Pass - All  ", "| Skip - All  "))
+    assert {t["result"] for t in result["tests"]} == {"Skip"}
+    (record,) = v.check_dcgm(result, 2)
+    assert record["verdict"] == "skip" and record["reason"].startswith("no test passed; skipped: Denylist")
+
+
+@pytest.mark.parametrize(
+    "xid, line, verdict",
+    [
+        # NVIDIA's Xid catalog, immediate action: RESET_GPU, RESTART_BM, workflows -> fail
+        (46, "NVRM: Xid (PCI:0000:3b:00): 46, pid=1, GPU stopped processing", "fail"),
+        (95, "NVRM: Xid (PCI:0000:3b:00): 95, pid=1, Uncontained: FBHUB", "fail"),
+        (74, "NVRM: Xid (PCI:0000:3b:00): 74, pid=1, NVLink: fatal error detected on link 3", "fail"),
+        # RESTART_APP or IGNORE -> warn (the Azure list failed 63, 68, 69, 80 and 92)
+        (63, "NVRM: Xid (PCI:0000:3b:00): 63, pid=1, Row Remapper: New row marked for remapping", "warn"),
+        (92, "NVRM: Xid (PCI:0000:3b:00): 92, pid=1, High single-bit ECC error rate", "warn"),
+        (94, "NVRM: Xid (PCI:0000:3b:00): 94, pid=1, Contained: SM (0x1)", "warn"),
+        (43, "NVRM: Xid (PCI:0000:3b:00): 43, pid=1, Ch 00000008", "warn"),
+        # Xid 154 says the recovery the others need
+        (
+            154,
+            "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) "
+            "to 0x2 (Node Reboot Required)",
+            "fail",
+        ),
+        (
+            154,
+            "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x2 (Node Reboot Required) "
+            "to 0x0 (None)",
+            "warn",
+        ),
+    ],
+)
+def test_xid_verdicts_follow_the_catalogs_immediate_action(xid, line, verdict):
+    (found,) = v.parse_xids("[  12.5] " + line)
+    assert found["xid"] == xid
+    (checked,) = v.check_xids([found], [])
+    assert checked["verdict"] == verdict
+
+
+def test_a_wrapped_warning_keeps_its_words_at_the_wrap():
+    """Edit of the real level-2 capture: a Warning whose text dcgmi cut at the cell's width (45
+    characters), once just after a space and once mid-word, as it cuts Info rows; the pieces join
+    back into the words ("Make it", "running")."""
+    text = (
+        "Persistence mode for GPU 0 is disabled. Make it persistent: enable persistence mode by "
+        'running "nvidia-smi -i <gpuId> -pm 1" as root.'
+    )
+    pieces = [text[i : i + 45] for i in range(0, len(text), 45)]
+    rows = ["| GPU Memory                | Warn - All" + " " * 37 + "|"]
+    for number, piece in enumerate(pieces):
+        label = "Warning" if number == 0 else ""
+        rows.append(f"| {label:<26}| {piece:<45}  |")
+    original = "| GPU Memory                | Pass - All" + " " * 37 + "|"
+    result = _diag(lambda t: t.replace(original + "\n", "\n".join(rows) + "\n"))
+    (memory,) = [t for t in result["tests"] if t["name"] == "GPU Memory"]
+    assert memory["result"] == "Warn"
+    assert text in memory["info"]
+
+
+@pytest.mark.parametrize(
+    ("ib_ports", "resumed"),
+    [
+        ([v.record("ib_ports", "8 InfiniBand port(s)", "Active", "all Active", "pass", "ibstat")], True),
+        # ibstat gone: "no compute fabric port" is a skip, which proves nothing about mlx5_4.
+        ([v.record("ib_ports", "node", None, None, "skip", "no compute fabric port on this node")], False),
+        ([], False),  # not run at all
+    ],
+)
+def test_a_node_drained_for_a_check_is_resumed_only_when_that_check_passes(controller, tmp_path, ib_ports, resumed):
+    args = _report_args(tmp_path)
+    args["nodes"]["n1"]["drained"] = "gpuops-validate: ib_ports mlx5_4:1, pcie GPU5"
+    args["nodes"]["n1"]["checks"] = args["nodes"]["n1"]["checks"] + ib_ports
+    result = run_module(validation_report.main, args).result
+    assert (result["resume"] == ["n1"]) is resumed
+    if not resumed:
+        actions = json.loads((tmp_path / "report" / "validation.json").read_text())["actions"]
+        assert actions["n1"].startswith("stays drained: n1: ib_ports was failing when drained, and is ")
+        assert result["records"]["n1"]["verdict"] == "fail"
+
+
+def test_a_gpu_with_every_nvlink_inactive_fails_nvlink():
+    status = nvidia_smi.parse_nvlink_status(
+        fixture("nvlink", "b200_gpu2_all_links_inactive_nvml_message_uuid_redacted.txt")
+    )
+    expectation = {"kind": "nvswitch", "links": {"GPU2": 18}, "gbps": 50.0, "reason": "r"}
+    (check,) = v.check_nvlink(expectation, status, [{"index": 2}])
+    assert check["verdict"] == "fail" and check["measured"].startswith("all links inactive")
+
+
+def test_a_host_name_with_dollar_signs_is_drawn_as_text_not_mathtext(controller, tmp_path):
+    """matplotlib read "$...$" in a title as mathtext: a host named gpu$a^$ ended the report in a ValueError."""
+    pytest.importorskip("matplotlib")
+    args = _report_args(tmp_path)
+    args["nodes"] = {"gpu$a^$": args["nodes"]["n1"]}
+    result = run_module(validation_report.main, args)
+    assert not result.failed, result.result
+    assert "gpu$a^$: all_reduce bus bandwidth" in (tmp_path / "report" / "validation.html").read_text()

@@ -542,3 +542,83 @@ def test_mig_refusals_name_the_command_and_the_line(parser, text, command):
     with pytest.raises(ParseError) as error:
         parser(text)
     assert command in str(error.value) and "line 1" in str(error.value)
+
+
+def test_nccl_tests_rank_lines_without_group_are_counted():
+    result = nccl_tests.parse_nccl_tests(
+        fixture("nccl_tests", "all_reduce_v100_pcie_4gpu_nccl_2_4_rank_lines_without_group_g4.txt")
+    )
+    assert result["nranks"] == 4 and result["complete"]
+    assert result["max_bytes"] == 134217728 and result["step"] == {"factor": 2}
+    assert nccl_tests.largest(result)["size"] == 134217728 and nccl_tests.reached_max(result)
+
+
+NCCL_CAPTURES = sorted(p.name for p in fixtures("nccl_tests"))
+
+
+@pytest.mark.parametrize("name", NCCL_CAPTURES)
+def test_every_nccl_capture_is_complete_and_reaches_its_max(name):
+    result = nccl_tests.parse_nccl_tests(fixture("nccl_tests", name))
+    assert result["complete"] and nccl_tests.reached_max(result)
+
+
+@pytest.mark.parametrize("name", NCCL_CAPTURES)
+def test_a_capture_cut_after_some_size_is_not_complete(name):
+    """Edit: the output as it stands when the run is killed half-way through its table."""
+    lines = fixture("nccl_tests", name).split("\n")
+    rows = [i for i, line in enumerate(lines) if line.split("<stdout>:")[-1].strip()[:1].isdigit()]
+    cut = "\n".join(lines[: rows[len(rows) // 2] + 1]) + "\n"
+    result = nccl_tests.parse_nccl_tests(cut)
+    assert not result["complete"]
+
+
+def test_nvlink_a_gpu_with_every_link_inactive_is_read_not_refused():
+    """NVML's message in place of a GPU's Link lines, alone and (edit) after another GPU's links."""
+    alone = fixture("nvlink", "b200_gpu2_all_links_inactive_nvml_message_uuid_redacted.txt")
+    assert nvidia_smi.parse_nvlink_status(alone) == {
+        2: {"name": "NVIDIA B200", "uuid": "GPU-xxx", "links": [], "all_inactive": True}
+    }
+    both = fixture("nvlink", "gb200_gpu0_18links_53gbs.txt").rstrip("\n") + "\n" + alone
+    status = nvidia_smi.parse_nvlink_status(both)
+    assert len(status[0]["links"]) == 18 and "all_inactive" not in status[0] and status[2]["all_inactive"]
+    with pytest.raises(ParseError, match="follows no GPU line"):
+        nvidia_smi.parse_nvlink_status(alone.split("\n", 1)[1])
+
+
+def test_nccl_tests_under_skypilot_prefixes_in_front_of_openmpi_tags():
+    result = nccl_tests.parse_nccl_tests(
+        fixture("nccl_tests", "all_gather_h200_gke_2node_16rank_skypilot_head_prefix_before_mpi_tag.txt")
+    )
+    assert result["nranks"] == 16 and result["complete"] and nccl_tests.reached_max(result)
+    assert nccl_tests.largest(result)["size"] == 8589934592 and nccl_tests.largest(result)["ip"]["busbw"] == 332.58
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "0: ",  # srun --label
+        "  0: ",  # srun --label with more than 10 tasks pads the number
+        "[pod/nccl-test-host-1/nccl] ",  # kubectl logs --prefix
+        "[pod/nccl-test-host-1/nccl] [1,0]<stdout>:",
+        "(head, rank=0, pid=3808) ",  # Ray or SkyPilot without OpenMPI's tag
+        "0: [1,0]<stdout>:",
+    ],
+)
+def test_nccl_tests_launcher_prefixes_edit(prefix):
+    """Edit of a real single-node capture: each line as the launcher prints it."""
+    text = fixture("nccl_tests", "all_reduce_a100_40gb_1node_8rank_mpirun_collective_test_starting_concluded.txt")
+    result = nccl_tests.parse_nccl_tests("\n".join(prefix + line for line in text.split("\n")))
+    assert result["nranks"] == 8 and result["complete"] and nccl_tests.largest(result)["oop"]["busbw"] == 232.20
+
+
+def test_ibv_devinfo_verbose_flag_lines_are_read_not_refused():
+    (hca,) = ibstat.parse_ibv_devinfo(fixture("ibv_devinfo", "cx5_mlx5_1_verbose_cap_flag_lines_cut_before_ports.txt"))
+    assert (hca["hca_id"], hca["fw_ver"], hca["vendor_part_id"], hca["board_id"]) == (
+        "mlx5_1",
+        "16.23.1020",
+        4119,
+        "MT_0000000008",
+    )
+    # An unindented line that is no field is still refused.
+    with pytest.raises(ParseError, match="not a 'key: value' line"):
+        ibstat.parse_ibv_devinfo("hca_id:\tmlx5_1\nBAD_PKEY_CNTR\n")

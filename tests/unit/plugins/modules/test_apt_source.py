@@ -119,8 +119,36 @@ def test_broken_key_files_raise_parse_errors(data, reason):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=600))
 def test_random_bytes_raise_only_parse_errors(data):
+    for read in (openpgp.keys, lambda d: openpgp.pinned_keyring(d, [ARCHIVE_FPR])):
+        try:
+            read(data)
+        except ParseError:
+            pass
+
+
+ARMOUR_LINES = st.sampled_from(
+    [
+        "-----BEGIN PGP PUBLIC KEY BLOCK-----",
+        "-----END PGP PUBLIC KEY BLOCK-----",
+        "-----BEGIN PGP MESSAGE-----",
+        "Version: x",
+        "",
+        "mDMEaW",
+        "=AbCd",
+        "xsBNBF",
+        "-----BEGIN PGP ",
+        "!!",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ARMOUR_LINES | st.text(max_size=30), max_size=20))
+def test_random_armour_raises_only_parse_errors(lines):
+    text = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n" + "\n".join(lines)
+    openpgp.dearmor(text)
     try:
-        openpgp.keys(data)
+        openpgp.pinned_keyring(text.encode("utf-8", "replace"), [ARCHIVE_FPR])
     except ParseError:
         pass
 
@@ -141,6 +169,94 @@ def test_a_huge_file_is_refused_without_reading_it():
 )
 def test_normalize_fingerprint(text, expected):
     assert openpgp.normalize_fingerprint(text) == expected
+
+
+# -- the whole file, as gpg and apt read it -------------------------------------------------------
+def _two_blocks(keyfiles):
+    """The vendor's armoured block, then a second armoured block of another key."""
+    home = keyfiles / "gnupg"
+    return (keyfiles / "archive.asc").read_bytes() + gpg(home, "--export", "--armor", WRONG_FPR)
+
+
+@needs_gpg
+def test_every_armour_block_is_read_as_gpg_reads_it(keyfiles):
+    two = _two_blocks(keyfiles)
+    (keyfiles / "two.asc").write_bytes(two)
+    # gpg sees both keys in the file (and apt trusts both of a Signed-By keyring)...
+    assert gpg_fingerprints(keyfiles / "gnupg", keyfiles / "two.asc") == [ARCHIVE_FPR, WRONG_FPR]
+    # ...and so does the check now, not the first block alone.
+    assert [k["fingerprint"] for k in openpgp.keys(two)] == [ARCHIVE_FPR, WRONG_FPR]
+    assert openpgp.pinned_keyring(two, [ARCHIVE_FPR])["unexpected"] == [WRONG_FPR]
+
+
+@needs_gpg
+@pytest.mark.parametrize(
+    "tail, reason",
+    [
+        (b"\nhello\n", "line [0-9]+ is text outside an armour block"),
+        (b"-----BEGIN PGP SIGNATURE-----\n\niQ==\n-----END PGP SIGNATURE-----\n", "not a public key block"),
+        (b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDME\n", "never ends"),
+        (b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nm!!E\n-----END PGP PUBLIC KEY BLOCK-----\n", "not valid base64"),
+    ],
+)
+def test_anything_but_public_key_blocks_is_refused(keyfiles, tail, reason):
+    with pytest.raises(ParseError, match=reason):
+        openpgp.pinned_keyring((keyfiles / "archive.asc").read_bytes() + tail, [ARCHIVE_FPR])
+
+
+@needs_gpg
+def test_the_keyring_is_built_from_the_checked_packets(keyfiles):
+    key = (keyfiles / "archive.gpg").read_bytes()
+    trust, marker = b"\xcc\x02\x00\x00", b"\xca\x03PGP"  # a trust packet, a marker packet
+    built = openpgp.pinned_keyring(marker + key + trust, [ARCHIVE_FPR])
+    assert built["keyring"] == key
+    assert built["dropped"] == {"marker": 1, "trust": 1}
+    # Armour in, armour out: our armour holds the same packets, with a CRC24 gpg accepts.
+    (keyfiles / "rebuilt.asc").write_bytes(openpgp.armour(built["keyring"]))
+    assert gpg_fingerprints(keyfiles / "gnupg", keyfiles / "rebuilt.asc") == [ARCHIVE_FPR]
+    assert openpgp.dearmor(openpgp.armour(key).decode()) == key
+
+
+@needs_gpg
+@pytest.mark.parametrize(
+    "extra, reason",
+    [
+        (b"\xcb\x04b\x00\x00\x00", "type 11, which is not part of a public key"),  # literal data
+        (b"\xd1\x00", "type 17 before the first public key"),  # a user attribute, alone
+    ],
+)
+def test_packets_that_are_not_a_key_are_refused(keyfiles, extra, reason):
+    key = (keyfiles / "archive.gpg").read_bytes()
+    data = extra + key if "before" in reason else key + extra
+    with pytest.raises(ParseError, match=reason):
+        openpgp.pinned_keyring(data, [ARCHIVE_FPR])
+
+
+@needs_gpg
+def test_a_subkey_bound_by_nothing_signs_nothing_for_gpgv(keyfiles, tmp_path):
+    """Another key appended as a subkey of the pinned one, with its own signatures but no binding
+    signature of the pinned key (which an attacker cannot make): the check keeps it, as it keeps
+    the pinned key's packets, and gpgv, which apt runs, still refuses what it signed."""
+    home = keyfiles / "gnupg"
+    data = (keyfiles / "archive.gpg").read_bytes()
+    for tag, body in openpgp.packets((keyfiles / "wrong.gpg").read_bytes()):
+        if tag == openpgp.PUBLIC_KEY:
+            data += bytes([0xC0 | openpgp.PUBLIC_SUBKEY, len(body)]) + body
+        elif tag == openpgp.SIGNATURE:
+            data += bytes([0xC0 | tag, len(body)]) + body
+    built = openpgp.pinned_keyring(data, [ARCHIVE_FPR])
+    assert built["unexpected"] == [] and built["keyring"] == data
+    (tmp_path / "keyring.gpg").write_bytes(built["keyring"])
+    (tmp_path / "Release").write_text("Origin: test\n")
+    release, signature = str(tmp_path / "Release"), str(tmp_path / "Release.gpg")
+    gpg(home, "--local-user", WRONG_FPR, "--detach-sign", "-o", signature, release)
+    verdict = subprocess.run(
+        ["gpgv", "--keyring", str(tmp_path / "keyring.gpg"), signature, release],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert verdict.returncode != 0 and "Good signature" not in verdict.stderr, verdict.stderr
 
 
 # -- the module ---------------------------------------------------------------------------------
@@ -216,6 +332,9 @@ def test_armoured_key_goes_to_asc_and_replaces_the_binary_one(monkeypatch, tmp_p
     result = run_module(apt_source.main, ARGS).result
     assert result["keyring"] == "/etc/apt/keyrings/nvidia-cuda.asc"
     assert not (tmp_path / "etc/apt/keyrings/nvidia-cuda.gpg").exists()
+    # The checked packets in armour of the module's own, not the served text.
+    written = (tmp_path / "etc/apt/keyrings/nvidia-cuda.asc").read_bytes()
+    assert written == openpgp.armour((keyfiles / "archive.gpg").read_bytes())
     assert (
         "Signed-By: /etc/apt/keyrings/nvidia-cuda.asc"
         in (tmp_path / "etc/apt/sources.list.d/nvidia-cuda.sources").read_text()
@@ -223,9 +342,10 @@ def test_armoured_key_goes_to_asc_and_replaces_the_binary_one(monkeypatch, tmp_p
 
 
 @needs_gpg
-@pytest.mark.parametrize("served", ["wrong.gpg", "both.gpg"])
+@pytest.mark.parametrize("served", ["wrong.gpg", "both.gpg", "two blocks"])
 def test_another_key_is_refused_before_anything_is_written(monkeypatch, tmp_path, keyfiles, served):
-    node = AptNode(monkeypatch, tmp_path, (keyfiles / served).read_bytes())
+    key = _two_blocks(keyfiles) if served == "two blocks" else (keyfiles / served).read_bytes()
+    node = AptNode(monkeypatch, tmp_path, key)
     exited = run_module(apt_source.main, ARGS)
     assert exited.failed
     msg = exited.result["msg"]

@@ -174,6 +174,7 @@ def test_gpu_facts_with_no_gpu(monkeypatch):
     facts = run_module(gpu_facts.main).result["ansible_facts"]["nvidia_gpu"]
     assert len(node.calls) == 2
     assert facts["present"] is False and facts["count"] == 0 and facts["gpus"] == []
+    assert facts["pci_read"] is True  # looked, and found none
     assert facts["product"] is None and facts["slug"] is None and facts["nvswitch_count"] == 0
     assert len(facts["hca_pci"]) == 1
 
@@ -182,6 +183,7 @@ def test_gpu_facts_without_lspci_or_nvidia_smi(monkeypatch):
     node = Node(monkeypatch, {}, {})
     facts = run_module(gpu_facts.main).result["ansible_facts"]["nvidia_gpu"]
     assert node.calls == [] and facts["present"] is False
+    assert facts["pci_read"] is False  # not looked: preflight refuses a GPU host like this
     assert any("pciutils" in warning for warning in node.warnings)
 
 

@@ -244,3 +244,13 @@ def test_any_json_section_is_checked_without_a_traceback(data):
             fleet.parse_record(text, "gpu01", "f")
         except fleet.FleetError:
             pass
+
+
+def test_a_gpu_of_another_model_is_a_hardware_change():
+    """Back from repair with another GPU model, same count: the record's hardware differs, which the
+    slurm role drains the node for (its expression is tested in test_slurm_fleet_expressions.py)."""
+    before = dict(slurm("gpu01"), hardware={"gpus": 1, "product": "NVIDIA L40S"})
+    after = dict(slurm("gpu01"), hardware={"gpus": 1, "product": "NVIDIA L40"})
+    stored = {"gpu01": {"schema": 1, "node": "gpu01", "sections": {"slurm": {"data": before, "since": "d1"}}}}
+    plan = fleet.merge(stored, "slurm", {"gpu01": after}, ["gpu01"], today="d2")
+    assert plan["changed_keys"] == {"gpu01": ["hardware"]}

@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 from ansible.module_utils import basic
+from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
 from ansible_collections.gpuops.cluster.plugins.modules import node_health
 from conftest import GPUSIM, profile_facts
 from module_harness import Node, run_module
@@ -126,7 +127,8 @@ def test_the_hk_inventory_hca_list_fails_against_a_dgx_h100(stand_ins):
     _result, checks = health(stand_ins, "dgx-h100", nccl_conf=conf)
     check = checks[("nccl_hcas", "nccl.conf")]
     assert check["verdict"] == "fail"
-    assert "active but not in NCCL_IB_HCA: mlx5_9:1, mlx5_10:1, mlx5_11:1" in check["reason"]
+    assert check["reason"].startswith("active but not selected by NCCL_IB_HCA==mlx5_0:1,")
+    assert "mlx5_7:1: mlx5_9:1, mlx5_10:1, mlx5_11:1;" in check["reason"]
     assert "not an active compute port: mlx5_1:1, mlx5_2:1, mlx5_7:1" in check["reason"]
 
 
@@ -177,3 +179,119 @@ def test_nccl_tests_missing_is_a_visible_skip_and_present_is_reported(stand_ins,
     binary.chmod(0o755)
     result, checks = health(stand_ins, "dgx-h100", nccl_conf=H100_HCAS, nccl_tests=missing)
     assert result["nccl_tests_present"] is True and ("nccl_node", "node") not in checks
+
+
+# NCCL_IB_HCA as NCCL reads it: a prefix without '=', an exclusion with '^', every port without ':N'.
+DGX_H100_IB = ["mlx5_0:1", "mlx5_3:1", "mlx5_4:1", "mlx5_5:1", "mlx5_6:1", "mlx5_9:1", "mlx5_10:1", "mlx5_11:1"]
+
+
+@pytest.mark.parametrize(
+    "spec, selected",
+    [
+        ("=mlx5_0:1,mlx5_3:1", ["mlx5_0:1", "mlx5_3:1"]),
+        ("mlx5_1", ["mlx5_10:1", "mlx5_11:1"]),  # a prefix: mlx5_1 is mlx5_10 and mlx5_11 here
+        ("=mlx5_1", []),  # exact: there is no mlx5_1
+        ("^mlx5_4", [p for p in DGX_H100_IB if p != "mlx5_4:1"]),
+        ("^=mlx5_1", DGX_H100_IB),  # exact exclusion of a device that is not there
+        ("^mlx5_1", [p for p in DGX_H100_IB if p not in ("mlx5_10:1", "mlx5_11:1")]),
+        ("mlx5", DGX_H100_IB),
+        ("mlx5_0:2", []),
+    ],
+)
+def test_nccl_ib_hca_is_read_as_nccl_reads_it(spec, selected):
+    assert v.nccl_ib_hca(spec, DGX_H100_IB)[0] == selected
+
+
+def test_an_exclusion_that_leaves_the_active_ports_passes_and_one_that_drops_one_fails():
+    ports = [{"name": name, "state": "Active"} for name in DGX_H100_IB]
+    assert v.check_nccl_hcas("^=mlx5_1,mlx5_2,mlx5_7", ports)[0]["verdict"] == "pass"
+    (check,) = v.check_nccl_hcas("^mlx5_4", ports)
+    assert check["verdict"] == "fail" and "not selected by NCCL_IB_HCA=^mlx5_4: mlx5_4:1" in check["reason"]
+
+
+def test_a_wedged_dcgmi_diag_is_stopped_at_dcgm_timeout(stand_ins, tmp_path, monkeypatch):
+    """dcgm_timeout was documented and never applied: a dcgmi that never returns held validation."""
+    wedged = tmp_path / "bin" / "dcgmi"
+    wedged.write_text("#!/bin/sh\nexec sleep 60\n")
+    wedged.chmod(0o755)
+    binaries = {
+        name: str(tmp_path / "bin" / name) for name in ("nvidia-smi", "ibstat", "ibv_devinfo", "dmesg", "dcgmi")
+    }
+    Node(monkeypatch, dict(binaries, timeout="/usr/bin/timeout"), {})
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda module, argv, **kwargs: stand_ins.run(argv))
+    _result, checks = health(stand_ins, "pcie-l40s", dcgm_level=1, dcgm_timeout=1)
+    (dcgm_check,) = [c for key, c in checks.items() if key[0] == "dcgm_diag"]
+    assert dcgm_check["verdict"] == "fail"
+    assert dcgm_check["measured"] == "dcgmi diag -r 1 did not finish within dcgm_timeout (1 s)"
+
+
+def test_a_node_whose_hcas_vanished_fails_instead_of_skipping(stand_ins, tmp_path, monkeypatch):
+    """ibstat gone (or the RDMA stack broken): 'no ports' was a skip, so a node drained for
+    ib_ports was resumed. Its adapters are known from ib_facts and from PCI."""
+    binaries = {name: str(tmp_path / "bin" / name) for name in ("nvidia-smi", "ibv_devinfo", "dmesg")}
+    Node(monkeypatch, binaries, {})
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda module, argv, **kwargs: stand_ins.run(argv))
+    _result, checks = health(stand_ins, "pcie-l40s", infiniband={"hcas": [{"name": "mlx5_0"}]})
+    check = checks[("ib_ports", "adapters")]
+    assert check["verdict"] == "fail" and check["measured"] == "ibstat is not installed"
+    assert "mlx5_0" in check["expected"] and "validate_fabric: none" in check["reason"]
+    # From PCI alone (no ib_facts): the L40S profile's ConnectX-6 Dx.
+    _result, checks = health(stand_ins, "pcie-l40s")
+    assert (
+        checks[("ib_ports", "adapters")]["verdict"] == "fail"
+        and "1 on PCI" in checks[("ib_ports", "adapters")]["expected"]
+    )
+    # A node whose adapters carry no compute traffic says so.
+    _result, checks = health(stand_ins, "pcie-l40s", fabric="none")
+    assert checks[("ib_ports", "node")]["verdict"] == "skip" and ("ib_ports", "adapters") not in checks
+
+
+def test_an_hca_ib_facts_recorded_that_ibstat_no_longer_lists_fails(stand_ins):
+    _result, checks = health(stand_ins, "pcie-l40s", infiniband={"hcas": [{"name": "mlx5_0"}, {"name": "mlx5_1"}]})
+    assert checks[("ib_ports", "mlx5_1")]["verdict"] == "fail"
+    assert ("ib_ports", "mlx5_0") not in checks
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "words"),
+    [
+        ({"nvlink_link_gbps": "26.5"}, "validate_thresholds.nvlink_link_gbps is '26.5' (str), not a number"),
+        ({"ib_rate_gbps": "400"}, "validate_thresholds.ib_rate_gbps is '400' (str), not a number"),
+        ({"node_floor_share": 1.5}, "validate_thresholds.node_floor_share is 1.5"),
+        ({"nvlink_links": 17.5}, "a whole number of links per GPU"),
+        ({"nvlink_speed": 26.5}, "validate_thresholds.nvlink_speed is no threshold the checks read"),
+        ({"ib_rate_gbps": True}, "(bool), not a number"),
+    ],
+)
+def test_a_threshold_the_checks_cannot_use_is_named_not_a_traceback(stand_ins, thresholds, words):
+    exited = run_module(node_health.main, {"nvidia_gpu": {"present": True}, "thresholds": thresholds})
+    assert exited.failed and words in exited.result["msg"]
+
+
+def _mig(gpu, instances):
+    gpu = dict(gpu, mig_mode="enabled", mig_instances=instances)
+    gpu["mig_profiles"] = [{"name": "1g.10gb", "memory_gib": 9.75}, {"name": "7g.80gb", "memory_gib": 79.0}]
+    return gpu
+
+
+def test_dcgm_diag_is_a_visible_skip_on_gpus_split_by_mig(stand_ins):
+    """DCGM runs its diagnostic on whole GPUs only (NVIDIA/DCGM#31): a split GPU is named, and a GPU
+    instance of the whole GPU with one compute instance counts as whole."""
+    stand_ins.profile = "dgx-h100"
+    facts = profile_facts("dgx-h100")
+    split = [{"profile": "1g.10gb", "compute_instances": [{"profile": "1g.10gb"}]}] * 7
+    whole = [{"profile": "7g.80gb", "compute_instances": [{"profile": "7g.80gb"}]}]
+    facts["gpus"] = [_mig(facts["gpus"][0], split), _mig(facts["gpus"][1], whole), *facts["gpus"][2:]]
+    assert v.mig_split_gpus(facts) == [0]
+    args = {"nvidia_gpu": facts, "infiniband": {}, "dcgm_level": 1, "root": str(stand_ins.root)}
+    checks = run_module(node_health.main, args).result["checks"]
+    (dcgm_check,) = [c for c in checks if c["check"] == "dcgm_diag"]
+    assert dcgm_check["verdict"] == "skip" and dcgm_check["reason"].startswith("GPU 0 in MIG mode")
+    result = run_module(node_health.main, args).result
+    nccl = [c for c in result["checks"] if c["check"] == "nccl_node"]
+    assert result["mig_gpus"] == [0, 1] and nccl[0]["verdict"] == "skip" and "peer-to-peer" in nccl[0]["reason"]
+    # Nor a pair across nodes: the plan leaves the node out, visibly.
+    plan = v.multi_node_plan({"gpu01": dict(result, gpus=8), "gpu02": dict(result, gpus=8, mig_gpus=[])})
+    assert plan["runs"] == [] and "MIG" in plan["skipped"][0]["reason"]
+    facts["gpus"][0] = _mig(facts["gpus"][0], whole)
+    assert v.mig_split_gpus(facts) == []
