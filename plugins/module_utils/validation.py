@@ -436,11 +436,12 @@ def check_xids(xids, gpus):
     records = []
     for xid in xids:
         gpu = by_bus.get(xid["pci"][-10:], xid["pci"])
-        description = FATAL_XIDS.get(xid["xid"])
+        entry = FATAL_XIDS.get(xid["xid"])
+        description, _sep, action = (entry or "").partition("; ")
         if xid["xid"] == 154:
-            action = _XID_154.search(xid["line"])
-            if action and re.search(r"Reset|Reboot", action.group(1)):
-                description = f"GPU recovery action changed to {action.group(1)}"
+            stated = _XID_154.search(xid["line"])
+            if stated and re.search(r"Reset|Reboot", stated.group(1)):
+                description, action = f"GPU recovery action changed to {stated.group(1)}", "XID_154"
         verdict = "fail" if description else "warn"
         records.append(
             record(
@@ -449,7 +450,7 @@ def check_xids(xids, gpus):
                 "no fatal Xid since boot",
                 "Xid {} ({})".format(xid["xid"], description or "not in the fatal list"),
                 verdict,
-                xid["line"],
+                xid["line"] + (f" (NVIDIA's Xid catalog, immediate action: {action})" if action else ""),
             )
         )
     if not records:
