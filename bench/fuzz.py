@@ -68,7 +68,7 @@ PIECES = ["|", "+", ":", " ", "\t", "\n", "-", "#", "0", "9" * 40, "N/A", "<", "
 
 
 def mutate(text, rng):
-    for _ in range(rng.randint(1, 6)):
+    for _step in range(rng.randint(1, 6)):
         cut = rng.randint(0, len(text))
         op = rng.random()
         if op < 0.3:
@@ -89,13 +89,13 @@ def mutate(text, rng):
 
 def mutate_bytes(data, rng):
     data = bytearray(data)
-    for _ in range(rng.randint(1, 8)):
+    for _step in range(rng.randint(1, 8)):
         at = rng.randrange(len(data))
         op = rng.random()
         if op < 0.4:
             data[at] = rng.randrange(256)
         elif op < 0.7:
-            data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 40)))
+            data[at:at] = bytes(rng.randrange(256) for _byte in range(rng.randint(1, 40)))
         else:
             del data[at : at + rng.randint(1, 40)]
     return bytes(data)

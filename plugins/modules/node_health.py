@@ -20,9 +20,9 @@ description:
     fails, naming the command and the line); one run gives every finding.
   - Never changes the node. C(dcgmi diag) runs GPU tests (level 3 takes about 15 minutes); it runs
     in check mode as well, because it only reads.
-  - On a GPU in MIG mode C(dcgmi diag) is not run, a C(skip) naming the GPUs: DCGM runs its
-    diagnostic only on whole GPUs (MIG off, or one GPU instance of the whole GPU with one compute
-    instance).
+  - On a GPU in MIG mode C(dcgmi diag) is not run, and a C(skip) names the GPUs, because DCGM
+    runs its diagnostic only on whole GPUs (MIG off, or one GPU instance of the whole GPU with one
+    compute instance).
 author:
   - gpuops.cluster maintainers (@gpuops-cluster)
 extends_documentation_fragment:
