@@ -420,36 +420,23 @@ def main():
 
     nccl_tests = p["nccl_tests"]
     present = bool(nccl_tests) and os.access(host.path(nccl_tests), os.X_OK)
-    if nccl_tests and not present and len(gpus) >= 2:
-        checks.append(
-            v.record(
-                "nccl_node",
-                "node",
-                None,
-                None,
-                "skip",
-                f"{nccl_tests} is not on this node (the nccl role builds nccl-tests where a CUDA "
-                "compiler is: nccl_tests_build)",
-            )
-        )
     # GPUs in MIG mode have no peer-to-peer access (MIG User Guide: no GPU-to-GPU P2P, PCIe or
     # NVLink, in MIG mode): an NCCL run over them, on the node or across nodes, measures nothing
     # the checks could gate.
     mig_gpus = [g.get("index") for g in facts.get("gpus") or [] if g.get("mig_mode") == "enabled"]
-    if mig_gpus and len(gpus) >= 2:
-        checks.append(
-            v.record(
-                "nccl_node",
-                "node",
-                None,
-                None,
-                "skip",
-                "GPU {} in MIG mode: MIG devices have no peer-to-peer access, so nccl-tests across the node's "
-                "GPUs is not run (and the node takes no part in the runs across nodes)".format(
-                    ", ".join(map(str, mig_gpus))
-                ),
-            )
+    no_nccl = []
+    if nccl_tests and not present:
+        no_nccl.append(
+            f"{nccl_tests} is not on this node (the nccl role builds nccl-tests where a CUDA compiler is: "
+            "nccl_tests_build)"
         )
+    if mig_gpus:
+        no_nccl.append(
+            "GPU {} in MIG mode: MIG devices have no peer-to-peer access, so nccl-tests across the node's GPUs "
+            "is not run (and the node takes no part in the runs across nodes)".format(", ".join(map(str, mig_gpus)))
+        )
+    if len(gpus) >= 2:
+        checks += [v.record("nccl_node", "node", None, None, "skip", reason) for reason in no_nccl]
     checks += reader.problems
     module.exit_json(
         changed=False,
