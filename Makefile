@@ -17,11 +17,14 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export GPUSIM_REPO_DIR
 
-# The base image: a tag computed from its recipe, unless MOLECULE_IMAGE is given.
+# The base image of the platform MOLECULE_DISTRO names (debian12, debian13, ubuntu2204,
+# ubuntu2404): a tag computed from its recipe, unless MOLECULE_IMAGE is given.
+MOLECULE_DISTRO ?= debian12
+export MOLECULE_DISTRO
 ifdef MOLECULE_IMAGE
 IMAGE_TARGET :=
 else
-MOLECULE_IMAGE := $(shell tests/image/build.sh --print-tag)
+MOLECULE_IMAGE := $(shell MOLECULE_DISTRO=$(MOLECULE_DISTRO) tests/image/build.sh --print-tag)
 IMAGE_TARGET := image
 endif
 export MOLECULE_IMAGE

@@ -211,9 +211,10 @@ MODEL_RULES = {
 CONSUMER_NAME = re.compile(r"GeForce|TITAN|\bRTX [2345]0[5-9]0\b", re.IGNORECASE)
 
 # --- Operating systems: CUDA repository directory names and what this collection has tested -------
-# (ansible_distribution, major version) -> (repository name, tested). "Tested" means a Molecule
-# scenario runs the roles on it: Debian 12 only (CI reaches no Ubuntu archive; Ubuntu's package
-# names and the stack rules are unit-tested, the roles are not run there).
+# (ansible_distribution, major version) -> (repository name, tested). "Tested" means Molecule runs
+# every role there in CI: Debian 12 only so far. Ubuntu 22.04/24.04 and Debian 13 have base images
+# (tests/image/build.sh) and some scenarios pass there by hand; their package names and the stack
+# rules are unit-tested.
 DISTRIBUTIONS = {
     ("Debian", "12"): ("debian12", True),
     ("Debian", "13"): ("debian13", False),

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # make molecule: run Molecule scenarios, MOLECULE_JOBS at a time (default 2), the longest first.
-#   molecule-all.sh SCENARIO...
+#   molecule-all.sh SCENARIO[@DISTRO]...
+# A scenario runs on the base image of MOLECULE_IMAGE, or with @DISTRO on that platform's image
+# (tests/image/build.sh: debian12, debian13, ubuntu2204, ubuntu2404), which must be built; its log
+# is then .cache/molecule/SCENARIO@DISTRO.log. One scenario never runs on two platforms at once
+# (its containers and network carry the scenario's name).
 # Each scenario logs to .cache/molecule/<name>.log. With one job the log is also printed as it
 # goes; with more, each scenario prints one line when it ends, and a failed one its digest
 # (tests/scripts/molecule-digest.sh: failed tasks and tests). TIMES, when set, gets one row per
@@ -20,7 +24,7 @@ order=(site slurm_cluster mig fleet nvidia_driver k8s_node ofed container_toolki
   os_tuning)
 scenarios=()
 for s in "${order[@]}"; do
-  for want in "$@"; do [ "$want" = "$s" ] && scenarios+=("$s"); done
+  for want in "$@"; do [ "${want%@*}" = "$s" ] && scenarios+=("$want"); done
 done
 for want in "$@"; do
   [[ " ${scenarios[*]} " == *" $want "* ]] || scenarios+=("$want")
@@ -30,9 +34,14 @@ done
 
 run_one() {
   set -o pipefail
-  local s=$1 log=.cache/molecule/$1.log start rc=0
+  local s=${1%@*} log=.cache/molecule/$1.log start rc=0
+  if [ "$1" != "$s" ]; then
+    export MOLECULE_DISTRO=${1#*@}
+    MOLECULE_IMAGE=$(tests/image/build.sh --print-tag) || return 1
+    export MOLECULE_IMAGE
+  fi
   start=$(date +%s)
-  echo "==> molecule test -s $s (log: $log)"
+  echo "==> molecule test -s $s on $MOLECULE_IMAGE (log: $log)"
   if [ "$MOLECULE_JOBS_N" = 1 ]; then
     molecule test -s "$s" 2>&1 | tee "$log" || rc=$?
   else
@@ -40,13 +49,13 @@ run_one() {
   fi
   local took=$(($(date +%s) - start))
   if [ "$rc" != 0 ]; then
-    echo "==> scenario $s FAILED after ${took}s"
+    echo "==> scenario $1 FAILED after ${took}s"
     tests/scripts/molecule-digest.sh "$log"
     return 1
   fi
-  echo "==> scenario $s passed in ${took}s"
+  echo "==> scenario $1 passed in ${took}s"
   if [ -n "${TIMES:-}" ]; then
-    python3 tests/scripts/test_times.py record "$TIMES" scenario "$s" "$took" "$log"
+    python3 tests/scripts/test_times.py record "$TIMES" scenario "$1" "$took" "$log"
   fi
 }
 export -f run_one

@@ -4,6 +4,31 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
+# The collection's own table of distributions (CUDA repository folder, whether a scenario runs the
+# roles there): preflight warns on a platform it does not call tested.
+_spec = importlib.util.spec_from_file_location(
+    "gpuops_compat", Path(__file__).resolve().parents[3] / "plugins" / "module_utils" / "compat.py"
+)
+compat = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(compat)
+
+
+def os_release(host):
+    fields = dict(
+        line.split("=", 1) for line in host.file("/etc/os-release").content_string.splitlines() if "=" in line
+    )
+    return {k: v.strip('"') for k, v in fields.items()}
+
+
+def platform(host):
+    """(CUDA repository folder, tested) of the node's distribution, as compat.DISTRIBUTIONS has it."""
+    release = os_release(host)
+    name = {"debian": "Debian", "ubuntu": "Ubuntu"}[release["ID"]]
+    return compat.DISTRIBUTIONS[(name, release["VERSION_ID"].split(".")[0])]
+
 
 def headers_available(host):
     kernel = host.check_output("uname -r")
