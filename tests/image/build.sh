@@ -131,36 +131,21 @@ debootstrap --variant=minbase --keyring="$work/pinned.gpg" --components="${compo
   { tail -20 "$root.log" >&2; rm -f "$root.log"; exit 1; }
 rm -f "$root.log"
 
+# The archive's own sources (debian.sources or ubuntu.sources), signed by its keyring package.
 rm -f "$root/etc/apt/sources.list" "$root/etc/apt/sources.list.d/ubuntu.sources"
-if [ "$family" = debian ]; then
-  cat >"$root/etc/apt/sources.list.d/debian.sources" <<SOURCES
+cat >"$root/etc/apt/sources.list.d/$family.sources" <<SOURCES
 Types: deb
 URIs: $mirror
 Suites: $suite $suite-updates
 Components: $components
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+Signed-By: /usr/share/keyrings/$family-archive-keyring.gpg
 
 Types: deb
 URIs: $security_mirror
 Suites: $suite-security
 Components: $components
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+Signed-By: /usr/share/keyrings/$family-archive-keyring.gpg
 SOURCES
-else
-  cat >"$root/etc/apt/sources.list.d/ubuntu.sources" <<SOURCES
-Types: deb
-URIs: $mirror
-Suites: $suite $suite-updates
-Components: $components
-Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg
-
-Types: deb
-URIs: $security_mirror
-Suites: $suite-security
-Components: $components
-Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg
-SOURCES
-fi
 
 install -m 0755 "$here/setup-chroot.sh" "$root/tmp/setup-chroot.sh"
 chroot "$root" /tmp/setup-chroot.sh
