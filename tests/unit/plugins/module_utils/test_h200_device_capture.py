@@ -62,3 +62,15 @@ def test_the_h200_health_and_remapped_rows_csv():
     # Two rows remapped for correctable errors, none pending: a healthy GPU that has used spares.
     assert (remap["remapped_rows.correctable"], remap["remapped_rows.uncorrectable"]) == (2, 0)
     assert remap["remapped_rows.pending"] == "No"
+
+
+def test_the_h200_compute_apps_with_two_processes_holding_it():
+    """Two processes with a CUDA context and 1 GiB each (capture.sh's holders): nvidia-smi names a
+    process by the path it was started with, counts the context in its memory, and writes the comma
+    of a path as '?' in CSV (its own table and the XML keep the comma)."""
+    rows = nvidia_smi.parse_compute_apps(
+        fixture("compute_apps", "h200_vm_1gpu_two_processes_comma_written_as_question_mark_device_capture.txt")
+    )
+    assert [(r["pid"], r["used_memory"]) for r in rows] == [(591, 1542), (590, 1542)]
+    assert {r["gpu_uuid"] for r in rows} == {"GPU-95d669f2-3d9d-f8a7-d72c-e2743901c2b0"}
+    assert rows[0]["process_name"].endswith("/gpu?holder/python3") and rows[1]["process_name"] == "python3"
