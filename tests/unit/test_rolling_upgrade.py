@@ -47,6 +47,10 @@ OPERATOR = "NodeName=gpu01 State=IDLE+DRAIN Reason=bad fan [ops@2026-11-20T10:00
         ({"present": True, "driver_version": "580.95.05"}, FAILED_BEFORE, True),
         # On the target and drained by an operator: left alone.
         ({"present": True, "driver_version": "580.95.05"}, OPERATOR, False),
+        # Resumed since, with the old reason still there (Slurm 23.02 to 24.11 without slurmdbd
+        # keep it until a job lands): not drained again.
+        ({"present": True, "driver_version": "580.95.05"}, FAILED_BEFORE.replace("IDLE+DRAIN", "IDLE"), False),
+        ({"present": True, "driver_version": "580.95.05"}, FAILED_BEFORE.replace("IDLE+DRAIN", "MIXED+DRAIN"), True),
     ],
 )
 def test_gpu_nodes_on_another_driver_or_left_drained_by_a_rollout_need_it(gpu, slurm, needed):

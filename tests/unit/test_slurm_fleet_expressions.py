@@ -23,12 +23,12 @@ def task(path, name):
 
 
 STALE = task(
-    "config.yml",
+    "plan.yml",
     "Refuse to change the node lines while compute nodes that keep their own slurm.conf are out of this run",
 )
-COLLECT = task("config.yml", "Collect every compute node's description")
+COLLECT = task("plan.yml", "Collect every compute node's description")
 CONTROLLER_FACTS = task(
-    "config.yml", "Read the facts of the Slurm controllers and the slurmdbd host that are out of this batch"
+    "plan.yml", "Read the facts of the Slurm controllers and the slurmdbd host that are out of this batch"
 )
 CONTROLLER_FILES = task(
     "config.yml", "Write slurm.conf, gres.conf and cgroup.conf on the controller when it is out of this batch"
@@ -166,7 +166,7 @@ def test_the_fleet_role_runs_whenever_a_tagged_role_includes_it(path):
 
 
 def test_the_leave_checks_are_imported_so_that_they_take_the_role_s_tags():
-    tasks = yaml.safe_load((ROLE / "tasks" / "config.yml").read_text())
+    tasks = yaml.safe_load((ROLE / "tasks" / "plan.yml").read_text())
     (leave,) = [t for t in tasks if "leave.yml" in str(t.get("ansible.builtin.import_tasks", ""))]
     assert leave["ansible.builtin.import_tasks"] == "leave.yml"
 
@@ -187,3 +187,49 @@ def test_the_controller_is_reached_from_every_batch_it_is_not_in(play, batch, ou
     t = templar(play, batch=batch, slurm_dbd_group="slurm_dbd", __slurm_controller="ctl")
     assert t.template(trusted(CONTROLLER_FACTS["loop"])) == (["ctl"] if outside else [])
     assert t.template(trusted("{{ " + CONTROLLER_FILES["when"] + " }}")) is outside
+
+
+MIG_RESUME = task("services.yml", "Resume the nodes a MIG layout change drained")
+
+
+def test_only_nodes_still_drained_for_their_mig_layout_are_resumed():
+    """Slurm 23.02 to 24.11 without slurmdbd keep a resumed node's reason (until a job lands): an
+    idle node with the old MIG reason is not resumed again in every run."""
+    sinfo = [
+        "gpu01|drained|gpu:a100_1g.10gb:7|gpuops mig layout all-1g.10gb",
+        "gpu02|idle|gpu:a100_1g.10gb:7|gpuops mig layout all-1g.10gb",
+        "gpu03|draining|gpu:a100_3g.40gb:2|gpuops mig layout all-3g.40gb",
+        "gpu04|drained|gpu:a100:8|bad fan",
+    ]
+    loop = templar(["ctl"], __slurm_sinfo={"stdout_lines": sinfo}).template(trusted(MIG_RESUME["loop"]))
+    assert loop == ["gpu01", "gpu03"]
+
+
+REDRAIN = task("services.yml", "Give the nodes drained for burn-in their reason again where a registration replaced it")
+
+
+def test_a_burn_in_reason_that_a_refused_registration_replaced_is_set_again():
+    """slurmctld 23.11 replaces a drained node's reason with that of a registration it refuses
+    (a config-less slurmd with its old description); 22.05 keeps it. Only the replaced one is set again."""
+    plan = {"nodes": {"gpu01": {"hostname": "gpu01"}, "gpu02": {"hostname": "gpu02"}, "gpu03": {"hostname": "gpu03"}}}
+    t = templar(["ctl", "gpu01", "gpu02"], __slurm_plan=plan, __slurm_joining=["gpu03"], __slurm_rehardwared=["gpu02"])
+    reasons = t.template(trusted(VARS["__slurm_burn_in_reasons"]))
+    assert reasons == {
+        "gpu03": DEFAULTS["slurm_burn_in_reason"],
+        "gpu02": DEFAULTS["slurm_burn_in_reason_changed"],
+    }
+    sinfo = [
+        "gpu01|idle|gpu:l40s:4|none",
+        "gpu02|drained|gpu:l40s:4|gres/gpu count reported lower than configured (3 < 4)",
+        f"gpu03|drained|gpu:l40s:4|{DEFAULTS['slurm_burn_in_reason']}",
+    ]
+    again = []
+    for key, value in reasons.items():
+        names = dict(t.available_variables, __slurm_sinfo={"stdout_lines": sinfo}, item={"key": key, "value": value})
+        names["__reasons_now"] = REDRAIN["vars"]["__reasons_now"]
+        t2 = Templar(loader=DataLoader(), variables=trusted(names))
+        if all(t2.template(trusted("{{ " + c + " }}")) for c in REDRAIN["when"] if c != "not ansible_check_mode"):
+            again.append(key)
+    assert again == ["gpu02"]
+    off = templar(["ctl"], __slurm_plan=plan, __slurm_joining=["gpu03"], __slurm_rehardwared=[], slurm_burn_in=False)
+    assert off.template(trusted(VARS["__slurm_burn_in_reasons"])) == {}
