@@ -47,6 +47,28 @@ def test_every_package_file_matches_its_index_entry(repo):
             assert entry["SHA256"] == hashlib.sha256(deb).hexdigest()
 
 
+def test_each_distribution_folder_has_the_cuda_repository_with_its_revisions(repo):
+    """debian12, debian13, ubuntu2204, ubuntu2404 as NVIDIA names them; the Ubuntu folders carry
+    "-0ubuntu1" on the user-mode driver packages (and their exact dependencies), Fabric Manager
+    and the libraries keep "-1"; every exact dependency is met in its own folder."""
+    www, builder = repo
+    for distro in ("debian12", "debian13", "ubuntu2204", "ubuntu2404"):
+        entries = stanzas(www / f"compute/cuda/repos/{distro}/x86_64")
+        versions = {(e["Package"], e["Version"]) for e in entries}
+        revision = "0ubuntu1" if distro.startswith("ubuntu") else "1"
+        assert ("nvidia-driver-580-open", f"580.95.05-{revision}") in versions
+        assert ("cuda-compat-13-0", f"580.95.05-{revision}") in versions
+        assert ("nvidia-fabricmanager-580", "580.95.05-1") in versions
+        assert ("libnccl2", builder.NCCL[-1]) in versions
+        exact = [
+            (name, version)
+            for e in entries
+            for name, version in re.findall(r"(\S+) [(]= ([^)]+)[)]", e.get("Depends", ""))
+        ]
+        assert exact and [dep for dep in exact if dep not in versions] == []
+        assert (www / f"compute/cuda/repos/{distro}/x86_64/3bf863cc.pub").is_file()
+
+
 @pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb checks the .deb format")
 def test_dpkg_reads_the_packages(repo):
     www, _builder = repo

@@ -55,9 +55,12 @@ def test_the_driver_is_pinned_and_held(host, want):
 
 
 def test_the_candidate_is_the_pinned_version(host, want):
+    """NVIDIA's build at the pinned version ("-1" on Debian, "-0ubuntu1" on Ubuntu), though Ubuntu's
+    archive has newer builds of the same names within the branch: those are never candidates."""
     branch = want["driver"].split(".")[0]
-    policy = host.check_output(f"apt-cache policy libnvidia-compute-{branch}")
-    assert f"Candidate: {want['driver']}-1" in policy
+    policy = host.check_output(f"apt-cache policy libnvidia-compute-{branch} nvidia-driver-{branch}-open")
+    revision = "0ubuntu1" if host.system_info.distribution == "ubuntu" else "1"
+    assert policy.count(f"Candidate: {want['driver']}-{revision}\n") == 2, policy
 
 
 def test_fabric_manager_and_nscq_only_with_nvswitches(host, want):
@@ -119,7 +122,10 @@ def test_nouveau_blacklist_goes_into_the_initramfs(host):
 
 def test_the_cuda_repository_uses_a_signed_by_keyring(host):
     source = host.file("/etc/apt/sources.list.d/nvidia-cuda.sources").content_string
-    assert "URIs: http://gpusim-repo/compute/cuda/repos/debian12/x86_64/" in source
+    # NVIDIA's folder for the node's distribution: debian12, debian13, ubuntu2204, ubuntu2404.
+    info = host.system_info
+    release = info.release.replace(".", "") if info.distribution == "ubuntu" else info.release.split(".")[0]
+    assert f"URIs: http://gpusim-repo/compute/cuda/repos/{info.distribution}{release}/x86_64/" in source
     # 3bf863cc.pub from the mirror's repository folder (key URL unset), ASCII armour as NVIDIA's.
     assert "Signed-By: /etc/apt/keyrings/nvidia-cuda.asc" in source
     assert not host.file("/etc/apt/trusted.gpg").exists

@@ -7,7 +7,8 @@ The layout mirrors the upstream URLs, so a role's mirror variable points at it t
 point at a site mirror:
 
     compute/cuda/repos/debian12/x86_64/        NVIDIA's CUDA repository (driver, FM, CUDA,
-                                               cuDNN, NCCL, DCGM)
+                                               cuDNN, NCCL, DCGM); the same under debian13,
+                                               ubuntu2204 and ubuntu2404 (Ubuntu revisions)
     libnvidia-container/stable/deb/amd64/      the container toolkit repository
     doca/2.9.1/debian12/x86_64/                the DOCA-Host repository (doca-ofed)
     slurm-smd/debian12/                        SchedMD-built Slurm (slurm-smd-*) as a site would
@@ -25,7 +26,7 @@ point at a site mirror:
     keys/gpusim-wrong-keyring.gpg              another key, for tests that expect a refusal
     keys/gpusim-two-blocks.asc                 the archive key's armour block, then the wrong key's
     wrong-signed/                              an empty flat repository signed by the wrong key
-    compute/cuda/repos/debian12/x86_64/3bf863cc.pub, libnvidia-container/gpgkey,
+    compute/cuda/repos/<distribution>/x86_64/3bf863cc.pub, libnvidia-container/gpgkey,
     doca/GPG-KEY-Mellanox.pub,
     core:/stable:/v1.36/deb/Release.key        the signing key again, at the vendors' key paths
 
@@ -44,13 +45,14 @@ import gzip
 import hashlib
 import io
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
 import tarfile
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -58,7 +60,19 @@ KEYS = HERE.parent / "keys"
 EPOCH = 1767225600  # 2026-01-01, every file's mtime: the same inputs give the same bytes
 MAINTAINER = "gpuops.cluster gpusim <gpusim@gpuops.invalid>"
 
-CUDA_REPO = "compute/cuda/repos/debian12/x86_64"
+# NVIDIA's CUDA repository has one folder per distribution with the same package names. The
+# stand-in builds Debian 12's and copies it into the others; the Ubuntu folders carry NVIDIA's
+# Ubuntu revision "-0ubuntu1" on the packages built from the driver's user-mode components (a
+# lent Ubuntu 24.04 machine has cuda-compat-13-0 580.95.05-0ubuntu1 from NVIDIA's ubuntu2404
+# folder, tests/unit/fixtures/SOURCES.md), so that pins never assume "-1".
+CUDA_DISTRIBUTIONS = ("debian12", "debian13", "ubuntu2204", "ubuntu2404")
+CUDA_REPOS = {distro: f"compute/cuda/repos/{distro}/x86_64" for distro in CUDA_DISTRIBUTIONS}
+CUDA_REPO = CUDA_REPOS["debian12"]
+UBUNTU_REVISION = "0ubuntu1"
+UBUNTU_REVISED = re.compile(
+    r"(cuda-compat-[0-9-]+|libnvidia-compute(-[0-9]+)?|nvidia-(compute-)?utils-[0-9]+|nvidia-dkms(-[0-9]+)?-open"
+    r"|nvidia-dkms-[0-9]+|nvidia-driver-[0-9]+(-open)?|nvidia-open(-[0-9]+)?)"
+)
 TOOLKIT_REPO = "libnvidia-container/stable/deb/amd64"
 DOCA_REPO = "doca/2.9.1/debian12/x86_64"
 SLURM_SMD_REPO = "slurm-smd/debian12"
@@ -70,7 +84,7 @@ WRONG_SIGNED_REPO = "wrong-signed"
 K8S_RELEASES = {"1.35": ["1.35.6-1.1"], "1.36": ["1.36.3-1.1", "1.36.4-1.1"]}
 K8S_REPOS = {minor: f"core:/stable:/v{minor}/deb" for minor in K8S_RELEASES}
 REPOS = {
-    CUDA_REPO: ("NVIDIA", "NVIDIA CUDA (gpusim stand-in)"),
+    **{repo: ("NVIDIA", "NVIDIA CUDA (gpusim stand-in)") for repo in CUDA_REPOS.values()},
     TOOLKIT_REPO: ("NVIDIA", "libnvidia-container (gpusim stand-in)"),
     DOCA_REPO: ("NVIDIA", "DOCA-Host (gpusim stand-in)"),
     SLURM_SMD_REPO: ("gpuops", "SchedMD-built Slurm, a site's mirror (gpusim stand-in)"),
@@ -318,6 +332,29 @@ def driver_packages() -> list[Package]:
     nvlsm = Package("nvlsm", NVLSM, CUDA_REPO, "NVLink Subnet Manager")
     service(nvlsm, "nvlsm.service", "/opt/nvidia/nvlsm/sbin/nvlsm", "")
     return [*pkgs, *compat, nvlsm]
+
+
+def other_distributions(pkgs: list[Package]) -> list[Package]:
+    """The CUDA repository's packages again for each other distribution's folder, with the Ubuntu
+    revision on the Ubuntu folders' user-mode driver packages (and the exact dependencies on them)."""
+    out = []
+    for distro, repo in CUDA_REPOS.items():
+        if repo == CUDA_REPO:
+            continue
+        ubuntu = distro.startswith("ubuntu")
+        for pkg in (p for p in pkgs if p.repo == CUDA_REPO):
+            copy = replace(pkg, repo=repo, files=dict(pkg.files), depends=list(pkg.depends))
+            if ubuntu:
+                if UBUNTU_REVISED.fullmatch(pkg.name):
+                    copy.version = re.sub(r"-1$", "-" + UBUNTU_REVISION, pkg.version)
+                copy.depends = [
+                    re.sub(r"[(]= (.*)-1[)]$", r"(= \1-" + UBUNTU_REVISION + ")", dep)
+                    if UBUNTU_REVISED.fullmatch(dep.split(" ", 1)[0])
+                    else dep
+                    for dep in pkg.depends
+                ]
+            out.append(copy)
+    return out
 
 
 def cuda_packages() -> list[Package]:
@@ -992,6 +1029,7 @@ def build(out: Path, cache: Path) -> None:
             + slurm_smd_packages()
             + kubernetes_packages()
         )
+        pkgs += other_distributions(pkgs)
         for repo in REPOS:
             home = wronghome if repo == WRONG_SIGNED_REPO else keyhome
             write_repo(tmp, repo, [p for p in pkgs if p.repo == repo], home)
@@ -1007,7 +1045,8 @@ def build(out: Path, cache: Path) -> None:
         # The test key also where each vendor publishes its key, under the vendor's file name, so
         # that the roles find it from their mirror variable alone (key URL variables unset).
         armoured = gpg(keyhome, "--export", "--armor").stdout
-        key_paths = [f"{CUDA_REPO}/3bf863cc.pub", "libnvidia-container/gpgkey", "doca/GPG-KEY-Mellanox.pub"]
+        key_paths = [f"{repo}/3bf863cc.pub" for repo in CUDA_REPOS.values()]
+        key_paths += ["libnvidia-container/gpgkey", "doca/GPG-KEY-Mellanox.pub"]
         for path in key_paths + [f"{repo}/Release.key" for repo in K8S_REPOS.values()]:
             (tmp / path).parent.mkdir(parents=True, exist_ok=True)
             (tmp / path).write_bytes(armoured)
