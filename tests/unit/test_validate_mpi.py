@@ -1,0 +1,48 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The validate role's srun options for NCCL across nodes: mpi/pmix where srun offers it, mpi/pmi2
+where Slurm was built without it (Ubuntu 22.04's 21.08), the user's own --mpi where given. The
+srun --mpi=list outputs are those of Debian 12's Slurm 22.05 and Ubuntu 22.04's 21.08."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+from conftest import ROOT, trusted
+
+TASKS = yaml.safe_load((ROOT / "roles" / "validate" / "tasks" / "main.yml").read_text())
+BLOCK = next(t for t in TASKS if any(b.get("name") == "Measure NCCL across nodes" for b in t.get("block", [])))
+MEASURE = next(b for b in BLOCK["block"] if b["name"] == "Measure NCCL across nodes")
+READ = next(b for b in BLOCK["block"] if b["name"] == "Read the MPI plugins srun offers")
+
+SLURM_22_05 = {"stdout": "MPI plugin types are...\n\tpmix\n\tnone\n\tcray_shasta\n\tpmi2\n"
+               "specific pmix plugin versions available: pmix_v4", "stderr": ""}  # fmt: skip
+SLURM_21_08 = {"stdout": "", "stderr": "srun: MPI types are...\nsrun: none\nsrun: cray_shasta\nsrun: pmi2"}
+
+
+def srun(listing, args=()):
+    variables = {
+        "item": {"hosts": ["a", "b"], "gpus_per_node": 4},
+        "__validate_names": ["a", "b"],
+        "__validate_held": [],
+        "validate_nccl_srun_args": list(args),
+        "__validate_mpi_list": listing,
+    }
+    templar = Templar(loader=DataLoader(), variables=trusted(variables))
+    return templar.template(trusted(MEASURE["vars"]["__validate_srun_multi"]))
+
+
+@pytest.mark.parametrize(("listing", "mpi"), [(SLURM_22_05, "--mpi=pmix"), (SLURM_21_08, "--mpi=pmi2")])
+def test_pmix_where_srun_offers_it_else_pmi2(listing, mpi):
+    assert srun(listing)[-1] == mpi
+    assert [a for a in srun(listing) if a.startswith("--mpi")] == [mpi]
+
+
+def test_an_mpi_the_user_names_is_kept_and_srun_is_not_asked():
+    assert srun({"skipped": True}, ["--mpi=pmix_v4"])[-1] == "--mpi=pmix_v4"
+    assert [a for a in srun({"skipped": True}, ["--mpi=pmix_v4"]) if a.startswith("--mpi")] == ["--mpi=pmix_v4"]
+    names = {"validate_nccl_srun_args": ["--mpi=pmix_v4"], "__validate_multi_srun": True}
+    templar = Templar(loader=DataLoader(), variables=trusted(names))
+    assert not all(templar.template(trusted("{{ " + c + " }}")) for c in READ["when"])
