@@ -4,7 +4,8 @@
 # A scenario runs on the base image of MOLECULE_IMAGE, or with @DISTRO on that platform's image
 # (tests/image/build.sh: debian12, debian13, ubuntu2204, ubuntu2404), which must be built; its log
 # is then .cache/molecule/SCENARIO@DISTRO.log. One scenario never runs on two platforms at once
-# (its containers and network carry the scenario's name).
+# (its containers and network carry the scenario's name): a lock per scenario holds the later run,
+# and the queue takes each scenario's platforms in rounds, so that they are far apart.
 # Each scenario logs to .cache/molecule/<name>.log. With one job the log is also printed as it
 # goes; with more, each scenario prints one line when it ends, and a failed one its digest
 # (tests/scripts/molecule-digest.sh: failed tasks and tests). TIMES, when set, gets one row per
@@ -22,12 +23,22 @@ mkdir -p .cache/molecule
 # Longest first, so the last scenario to start is a short one (times from a cold make test).
 order=(site slurm_cluster mig fleet nvidia_driver k8s_node ofed container_toolkit nccl driver_upgrade dcgm gpu_facts preflight gpusim
   os_tuning)
-scenarios=()
-for s in "${order[@]}"; do
-  for want in "$@"; do [ "${want%@*}" = "$s" ] && scenarios+=("$want"); done
-done
+# A scenario on several platforms: its first platform in the first round, its second in the
+# second, and so on, so that its runs are far apart in the queue (they cannot overlap, below).
 for want in "$@"; do
-  [[ " ${scenarios[*]} " == *" $want "* ]] || scenarios+=("$want")
+  [[ " ${order[*]} " == *" ${want%@*} "* ]] || order+=("${want%@*}")
+done
+scenarios=()
+for round in $(seq 0 $(($# - 1))); do
+  for s in "${order[@]}"; do
+    n=0
+    for want in "$@"; do
+      if [ "${want%@*}" = "$s" ]; then
+        [ "$n" = "$round" ] && scenarios+=("$want")
+        n=$((n + 1))
+      fi
+    done
+  done
 done
 
 [ "${#scenarios[@]}" -gt 1 ] || jobs=1
@@ -40,6 +51,9 @@ run_one() {
     MOLECULE_IMAGE=$(tests/image/build.sh --print-tag) || return 1
     export MOLECULE_IMAGE
   fi
+  # One platform at a time per scenario: its containers and network carry the scenario's name.
+  exec {lock}>".cache/molecule/$s.lock"
+  flock "$lock"
   start=$(date +%s)
   echo "==> molecule test -s $s on $MOLECULE_IMAGE (log: $log)"
   if [ "$MOLECULE_JOBS_N" = 1 ]; then
