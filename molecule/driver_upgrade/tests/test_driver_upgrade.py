@@ -23,7 +23,11 @@ def test_every_new_package_is_at_the_new_version_and_held(host):
     for name in ("nvidia-open-580", "nvidia-driver-580-open", "libnvidia-compute-580", "nvidia-utils-580",
                  "nvidia-compute-utils-580", "nvidia-dkms-580-open", "nvidia-driver-pinning-580",
                  "nvidia-fabricmanager-580", "libnvidia-nscq-580"):  # fmt: skip
-        assert packages.get(name) == NEW + "-1", name
+        # NVIDIA's Ubuntu folders carry -0ubuntu1 on the user-mode driver packages; Fabric Manager,
+        # NSCQ and the pinning package keep -1 (the stand-in's folders, as NVIDIA's).
+        keeps = name.startswith(("nvidia-fabricmanager", "libnvidia-nscq", "nvidia-driver-pinning"))
+        revision = "0ubuntu1" if host.system_info.distribution == "ubuntu" and not keeps else "1"
+        assert packages.get(name) == f"{NEW}-{revision}", name
     assert set(packages) <= held(host)
     assert not [p for p in upgradable(host) if p.startswith(("nvidia", "libnvidia"))]
     pref = host.file("/etc/apt/preferences.d/gpuops-nvidia-driver.pref").content_string
