@@ -42,7 +42,8 @@ NCCL_CONF = {
     "NCCL_NET_GDR_LEVEL=PHB\n",
 }
 NCCL_BUILD = "2.26.5-1+cuda12.8"
-HPCX = "/opt/hpcx/hpcx-v2.21-gcc-doca_ofed-debian12-cuda12-x86_64"
+# HPC-X's OS names: debian12, ubuntu22.04, ubuntu24.04.
+HPCX = "/opt/hpcx/hpcx-v2.21-gcc-doca_ofed-{os}-cuda12-x86_64"
 
 
 def test_nccl_conf_is_exactly_what_the_hardware_gives(host):
@@ -75,7 +76,9 @@ def test_sharp_plugin_and_libraries_are_on_the_loader_path(host):
     if name(host) != "nccl-h100":
         assert not host.file("/opt/hpcx").exists
         return
-    assert host.file("/opt/hpcx/current").linked_to == HPCX
+    info = host.system_info
+    os_name = f"ubuntu{info.release}" if info.distribution == "ubuntu" else f"debian{info.release.split('.')[0]}"
+    assert host.file("/opt/hpcx/current").linked_to == HPCX.format(os=os_name)
     lines = host.file("/etc/ld.so.conf.d/gpuops-hpcx-sharp.conf").content_string.splitlines()
     assert lines[1:] == ["/opt/hpcx/current/nccl_rdma_sharp_plugin/lib", "/opt/hpcx/current/sharp/lib"]
     assert host.file("/opt/hpcx/current/nccl_rdma_sharp_plugin/lib/libnccl-net.so").is_file

@@ -13,7 +13,9 @@ point at a site mirror:
     doca/2.9.1/debian12/x86_64/                the DOCA-Host repository (doca-ofed)
     slurm-smd/debian12/                        SchedMD-built Slurm (slurm-smd-*) as a site would
                                                mirror its own debuild output
-    hpcx/v2.21/hpcx-v2.21-...-x86_64.tbz       an HPC-X archive (SHARP, its NCCL plugin, UCX)
+    hpcx/v2.21/hpcx-v2.21-...-x86_64.tbz       HPC-X archives (SHARP, its NCCL plugin, UCX) for
+                                               debian12, ubuntu22.04 and ubuntu24.04 (.sha256
+                                               each, and SHA256SUMS)
     dcgm-exporter/v4.5.2/dcgm-exporter         dcgm-exporter as a bare binary (and .sha256)
     NVIDIA/mig-parted/releases/download/v0.15.0/nvidia-mig-manager_0.15.0-1_amd64.deb
                                                the MIG manager package as GitHub releases
@@ -123,7 +125,11 @@ DOCA = "2.9.1-018000-24.10-debian12"
 MLNX_OFED_KERNEL = "24.10.OFED.24.10.2.1.8.1-1"
 HPCX = "2.21"
 NCCL_TESTS = "2.16.8"
-HPCX_NAME = f"hpcx-v{HPCX}-gcc-doca_ofed-debian12-cuda12-x86_64"
+# One archive per OS NVIDIA builds HPC-X for (its names: debian12, ubuntu22.04, ubuntu24.04), with
+# a .sha256 each and one SHA256SUMS over them all, which a site's mirror may keep.
+HPCX_OSES = ("debian12", "ubuntu22.04", "ubuntu24.04")
+HPCX_NAMES = [f"hpcx-v{HPCX}-gcc-doca_ofed-{os_name}-cuda12-x86_64" for os_name in HPCX_OSES]
+HPCX_NAME = HPCX_NAMES[0]
 HPCX_PATH = f"hpcx/v{HPCX}/{HPCX_NAME}.tbz"
 NVLSM = "2025.06.5-1"
 # SchedMD-built packages (source package slurm-smd; names from packages.microsoft.com's
@@ -849,7 +855,7 @@ def elf_shared_object(soname: str) -> bytes:
     return body + bytes(sym_off - len(body)) + symtab + dynamic
 
 
-def hpcx_archive() -> bytes:
+def hpcx_archive(name: str = HPCX_NAME) -> bytes:
     """An HPC-X tarball with the layout of NVIDIA's (sharp/, nccl_rdma_sharp_plugin/, ucx/); its
     libraries are ELF shared objects with their SONAMEs, which the loader's cache takes."""
     files = {
@@ -861,7 +867,7 @@ def hpcx_archive() -> bytes:
         "VERSION": (f"HPC-X v{HPCX}\n", 0o644),
     }
     entries = {
-        f"{HPCX_NAME}/{path}": (data if isinstance(data, bytes) else data.encode(), mode)
+        f"{name}/{path}": (data if isinstance(data, bytes) else data.encode(), mode)
         for path, (data, mode) in files.items()
     }
     return bz2.compress(_tar(entries, prefix=""))
@@ -1050,12 +1056,14 @@ def build(out: Path, cache: Path) -> None:
         for path in key_paths + [f"{repo}/Release.key" for repo in K8S_REPOS.values()]:
             (tmp / path).parent.mkdir(parents=True, exist_ok=True)
             (tmp / path).write_bytes(armoured)
-        archive = tmp / HPCX_PATH
-        archive.parent.mkdir(parents=True)
-        archive.write_bytes(hpcx_archive())
-        (tmp / f"{HPCX_PATH}.sha256").write_text(
-            f"{hashlib.sha256(archive.read_bytes()).hexdigest()}  {archive.name}\n"
-        )
+        sums = []
+        for name in HPCX_NAMES:
+            archive = tmp / "hpcx" / f"v{HPCX}" / f"{name}.tbz"
+            archive.parent.mkdir(parents=True, exist_ok=True)
+            archive.write_bytes(hpcx_archive(name))
+            sums.append(f"{hashlib.sha256(archive.read_bytes()).hexdigest()}  {archive.name}\n")
+            (tmp / "hpcx" / f"v{HPCX}" / f"{archive.name}.sha256").write_text(sums[-1])
+        (tmp / "hpcx" / f"v{HPCX}" / "SHA256SUMS").write_text("".join(sums))
         source = tmp / "nccl-tests" / f"v{NCCL_TESTS}.tar.gz"
         source.parent.mkdir(parents=True)
         source.write_bytes(nccl_tests_source())
