@@ -28,6 +28,9 @@ options:
     description: Its path, for the messages.
     type: str
     default: /etc/containerd/config.toml
+  dropin_glob:
+    description: The drop-ins' glob the root configuration must import, for RV(_value.imports_line).
+    type: str
 """
 
 EXAMPLES = r"""
@@ -59,6 +62,17 @@ _value:
     cdi:
       description: Whether the installed containerd can inject CDI devices (1.7 and later).
       type: bool
+    imports:
+      description:
+        - The root configuration's imports, as containerd reads them (basic or literal TOML strings);
+          empty without one.
+      type: list
+      elements: str
+    imports_line:
+      description:
+        - The root configuration's imports line to write, its list with O(dropin_glob) added when
+          missing. A list over several lines is a problem instead (it is replaced in place).
+      type: str
     problems:
       description: What must be fixed by hand first, one sentence each; empty when none.
       type: list
@@ -69,9 +83,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.cluster.plugins.module_utils.k8s import containerd_plan as plan
 
 
-def containerd_plan(version_output, root_text=None, root_path="/etc/containerd/config.toml"):
+def containerd_plan(version_output, root_text=None, root_path="/etc/containerd/config.toml", dropin_glob=None):
     try:
-        return plan(version_output, root_text, root_path)
+        return plan(version_output, root_text, root_path, dropin_glob)
     except ValueError as exc:
         raise AnsibleFilterError(f"containerd --version: {exc}; is this containerd?") from None
 

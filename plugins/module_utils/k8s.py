@@ -113,10 +113,15 @@ def containerd_config_version(containerd_version):
 CRI_PLUGIN = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime", 4: "io.containerd.cri.v1.runtime"}
 
 
-def containerd_plan(version_output, root_text=None, root_path="/etc/containerd/config.toml"):
+def containerd_plan(version_output, root_text=None, root_path="/etc/containerd/config.toml", dropin_glob=None):
     """What a node's containerd files must carry, from ``containerd --version`` and the root config
     (None when there is none): ``{"version", "reason", "root_version", "dropin_version",
-    "cri_plugin", "cdi", "problems"}``.
+    "cri_plugin", "cdi", "imports", "imports_line", "problems"}``.
+
+    ``imports`` is the root config's imports list as containerd reads it (TOML: basic or literal
+    strings; containerd 2.x's ``config default`` writes ``imports = ['/etc/containerd/conf.d/*.toml']``),
+    and ``imports_line`` that list with ``dropin_glob`` added when it is missing, as one line. An
+    imports list over several lines is a problem: the line is replaced in place.
 
     A drop-in takes the root config's version: containerd 2.x refuses a drop-in of a higher version
     than the root (NVIDIA/aicr#1688), and containerd 1.6 reads a version 3 or 4 drop-in without
@@ -137,6 +142,8 @@ def containerd_plan(version_output, root_text=None, root_path="/etc/containerd/c
         "dropin_version": version,
         "cri_plugin": CRI_PLUGIN[version],
         "cdi": (int(match.group(1)), int(match.group(2))) >= (1, 7),
+        "imports": [],
+        "imports_line": _imports_line([], dropin_glob),
         "problems": [],
     }
     if root_text is None:
@@ -145,10 +152,11 @@ def containerd_plan(version_output, root_text=None, root_path="/etc/containerd/c
 
     # The top-level key, as containerd reads it: a "version = N" line inside a table is not it.
     try:
-        found = tomllib.loads(root_text).get("version")
+        config = tomllib.loads(root_text)
     except tomllib.TOMLDecodeError as exc:
         plan["problems"].append(f"{root_path} is no valid TOML ({exc}): fix it and run again")
         return plan
+    found = config.get("version")
     if found is None:
         plan["problems"].append(
             f"{root_path} has no version line, so containerd reads it as configuration version 1, which takes no "
@@ -171,7 +179,48 @@ def containerd_plan(version_output, root_text=None, root_path="/etc/containerd/c
         return plan
     plan["dropin_version"] = root
     plan["cri_plugin"] = CRI_PLUGIN[root]
+    _read_imports(plan, config, root_text, root_path, dropin_glob)
     return plan
+
+
+def _read_imports(plan, config, root_text, root_path, dropin_glob):
+    """The root config's imports into the plan, or a problem where the role cannot edit them."""
+    imports = config.get("imports", [])
+    if not isinstance(imports, list) or not all(isinstance(i, str) for i in imports):
+        plan["problems"].append(
+            f"{root_path} sets imports = {imports!r}, not a list of paths: write it as a list of quoted paths "
+            '(imports = ["/etc/containerd/conf.d/*.toml"]) and run again'
+        )
+        return
+    plan["imports"] = imports
+    plan["imports_line"] = _imports_line(imports, dropin_glob)
+    if "imports" in config and not _one_line(root_text, imports):
+        plan["problems"].append(
+            f"{root_path} has an imports list over several lines. Put it on one line "
+            '(imports = ["a.toml", "b.toml"]) and run again; the role then adds '
+            f"{dropin_glob or 'its drop-in folder'} to it."
+        )
+
+
+def _one_line(root_text, imports):
+    """Whether a top-level ``imports =`` line holds the whole list (the role replaces that line)."""
+    import tomllib  # noqa: PLC0415
+
+    for line in root_text.splitlines():
+        if re.match(r"\s*\[", line):
+            break  # the first table: top-level keys come before it
+        if re.match(r"imports\s*=", line):
+            try:
+                return tomllib.loads(line).get("imports") == imports
+            except tomllib.TOMLDecodeError:
+                return False
+    return False
+
+
+def _imports_line(imports, glob):
+    """The root config's imports line: its list, with the drop-ins' glob added when missing."""
+    paths = list(imports) + ([glob] if glob and glob not in imports else [])
+    return "imports = [" + ", ".join(_toml_string(p) for p in paths) + "]"
 
 
 def _toml_value(value, where):

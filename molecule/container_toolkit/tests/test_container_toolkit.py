@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 
 import pytest
 import yaml
@@ -70,30 +71,55 @@ def test_docker_keeps_users_keys_and_runs_the_nvidia_runtime_by_default(host):
     assert info["LoggingDriver"] == "journald"
 
 
+def containerd_major(host):
+    return int(host.check_output("containerd --version").split()[2].split(".")[0])
+
+
+def cri_table(config):
+    """The CRI runtimes' plugin table of a parsed containerd configuration: version 2 has them in
+    the CRI plugin, version 3 in its own (the CRI plugin of 2.x has other settings)."""
+    name = "io.containerd.grpc.v1.cri" if config.get("version", 1) < 3 else "io.containerd.cri.v1.runtime"
+    return config.get("plugins", {}).get(name, {})
+
+
 def test_containerd_imports_the_drop_in_and_keeps_its_settings(host):
     only(host, "ctk-containerd", "ctk-nodriver")
-    main = [line for line in host.file("/etc/containerd/config.toml").content_string.splitlines() if line[:1] != "#"]
-    assert main[:2] == ["version = 2", 'imports = ["/etc/containerd/conf.d/*.toml"]']
-    if name(host) == "ctk-nodriver":
+    # Debian's containerd 1.6 reads configuration version 2; Ubuntu's 2.2 version 3.
+    version = 2 if containerd_major(host) < 2 else 3
+    text = host.file("/etc/containerd/config.toml").content_string
+    main = [line for line in text.splitlines() if line[:1] != "#"]
+    imports = 'imports = ["/etc/containerd/conf.d/*.toml"]'
+    if version == 2 or name(host) == "ctk-nodriver":
+        # Debian's own file with the imports line after its version line; on Ubuntu, which ships
+        # none, the role's own two lines.
+        assert main[:2] == [f"version = {version}", imports]
+    else:
+        # containerd config default's file: its literal-string imports line rewritten in place.
+        assert main[0] == "version = 3" and imports in main
+        assert tomllib.loads(text)["plugins"]["io.containerd.cri.v1.runtime"]["cni"]["bin_dirs"] == ["/opt/cni/bin"]
+    if version == 2 and name(host) == "ctk-nodriver":
         # Debian's own settings are still there.
         assert '      bin_dir = "/usr/lib/cni"' in main
     dropin = host.file("/etc/containerd/conf.d/99-nvidia.toml")
     assert dropin.mode == 0o644
-    assert '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]' in dropin.content_string
-    # The root config's version: on ctk-containerd prepare left a version 4 drop-in, which
-    # containerd 1.6 loaded and ignored; the role wrote it again at version 2.
-    assert [line for line in dropin.content_string.splitlines() if line.startswith("version")] == ["version = 2"]
-    # runc's cgroup driver, Debian's default (cgroupfs), is the nvidia runtime's too.
-    assert "SystemdCgroup = false" in dropin.content_string
-    dump = host.check_output("containerd config dump")
-    assert "/etc/containerd/conf.d/99-nvidia.toml" in dump.splitlines()[1]
-    if name(host) == "ctk-nodriver":
+    # On ctk-containerd prepare left a version 4 drop-in, which containerd 1.6 loaded and ignored
+    # and 2.2 refused to start with; the role wrote it again at the root's version.
+    written = tomllib.loads(dropin.content_string)
+    assert written["version"] == version
+    nvidia = cri_table(written)["containerd"]["runtimes"]["nvidia"]
+    # runc's cgroup driver, the distributions' default (cgroupfs), is the nvidia runtime's too.
+    assert nvidia["options"] == {"BinaryName": "/usr/bin/nvidia-container-runtime", "SystemdCgroup": False}
+    # What the running containerd reads: the drop-in imported, the runtime in its CRI table.
+    dump = tomllib.loads(host.check_output("containerd config dump"))
+    assert dump["version"] == version
+    assert {"/etc/containerd/conf.d/99-nvidia.toml", "/etc/containerd/conf.d/*.toml"} & set(dump["imports"])
+    cri = cri_table(dump)
+    if version == 2 and name(host) == "ctk-nodriver":
         # containerd 1.6 replaces the root's CRI table by the drop-in's: the drop-in carries Debian's
         # settings along, so containerd still runs with them.
-        assert 'bin_dir = "/usr/lib/cni"' in dump
-    section = dump.split('[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]', 1)[1]
-    assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in section.split("[", 1)[0]
-    default = 'default_runtime_name = "nvidia"' in dump
+        assert cri["cni"]["bin_dir"] == "/usr/lib/cni"
+    assert cri["containerd"]["runtimes"]["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+    default = cri["containerd"].get("default_runtime_name") == "nvidia"
     assert default is (name(host) == "ctk-nodriver")
     assert host.service("containerd").is_running
 
@@ -113,9 +139,8 @@ def test_kubernetes_runtimeclass_names_a_handler_the_node_runs(host):
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", handler)
     runtimes = []
     if host.exists("containerd"):
-        dump = host.check_output("containerd config dump")
-        runtimes += re.findall(r"\.containerd\.runtimes\.([A-Za-z0-9_-]+)\]", dump)
-        runtimes += re.findall(r"\.cri\.v1\.runtime\.containerd\.runtimes\.([A-Za-z0-9_-]+)\]", dump)
+        dump = tomllib.loads(host.check_output("containerd config dump"))
+        runtimes += list(cri_table(dump)["containerd"]["runtimes"])
     crio = host.file("/etc/crio/crio.conf.d/99-nvidia.conf")
     if crio.exists:
         runtimes += re.findall(r"^\[crio\.runtime\.runtimes\.([A-Za-z0-9_-]+)\]", crio.content_string, re.M)

@@ -272,3 +272,61 @@ def test_labels_or_taints_of_the_wrong_type_are_named_not_a_traceback():
     plan = k8s.node_plan({}, host_components={}, mig_labels={}, labels=True, taints="NoSchedule", kubelet={})
     assert [p["variable"] for p in plan["problems"]] == ["k8s_node_labels", "k8s_node_taints"]
     assert "k8s_node_labels is True, not a mapping" in plan["problems"][0]["text"]
+
+
+UBUNTU_2404 = "containerd github.com/containerd/containerd/v2 2.2.1"
+GLOB = "/etc/containerd/conf.d/*.toml"
+
+
+def test_containerd_2_2_s_default_config_is_read_as_it_is_written():
+    """Ubuntu 24.04's containerd 2.2.1 ships no root config; `containerd config default`, what an
+    operator writes there, is version 3 and already imports the drop-in folder, in TOML's literal
+    (single-quoted) strings."""
+    root = (FIXTURES / "containerd" / "ubuntu2404-config-default.toml").read_text()
+    plan = k8s.containerd_plan(UBUNTU_2404, root, dropin_glob=GLOB)
+    assert (plan["version"], plan["root_version"], plan["dropin_version"]) == (3, 3, 3)
+    assert plan["cri_plugin"] == "io.containerd.cri.v1.runtime"
+    assert plan["problems"] == []
+    assert plan["imports"] == [GLOB]
+    assert plan["imports_line"] == f'imports = ["{GLOB}"]'
+    text, systemd = k8s.nvidia_dropin(root, plan)
+    cri = _tomllib().loads(text)["plugins"]["io.containerd.cri.v1.runtime"]
+    assert text.startswith("version = 3\n") and systemd is False
+    assert cri["containerd"]["runtimes"]["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+    # runc's table of the default is carried along unchanged.
+    root_cri = _tomllib().loads(root)["plugins"]["io.containerd.cri.v1.runtime"]
+    assert cri["containerd"]["runtimes"]["runc"] == root_cri["containerd"]["runtimes"]["runc"]
+
+
+@pytest.mark.parametrize(
+    ("imports", "line"),
+    [
+        # A literal string of the user's is kept (it was dropped when only "..." strings were read).
+        ("imports = ['/etc/site.toml']", f'imports = ["/etc/site.toml", "{GLOB}"]'),
+        (f'imports = ["{GLOB}", "/etc/b.toml"]  # ours', f'imports = ["{GLOB}", "/etc/b.toml"]'),
+        ("imports = ['/etc/conf.d/[0-9]*.toml']", f'imports = ["/etc/conf.d/[0-9]*.toml", "{GLOB}"]'),
+        ("imports = []", f'imports = ["{GLOB}"]'),
+        ("", f'imports = ["{GLOB}"]'),
+    ],
+)
+def test_the_imports_line_keeps_the_root_s_imports_and_adds_the_drop_ins(imports, line):
+    plan = k8s.containerd_plan(UBUNTU_2404, f"version = 3\n{imports}\n[plugins]\n", dropin_glob=GLOB)
+    assert plan["problems"] == []
+    assert plan["imports_line"] == line
+    assert _tomllib().loads(line)["imports"][-1] in (GLOB, "/etc/b.toml")
+
+
+@pytest.mark.parametrize(
+    ("imports", "words"),
+    [
+        (f'imports = [\n  "/etc/a.toml",\n  "{GLOB}",\n]', "over several lines. Put it on one line"),
+        ('imports = "/etc/a.toml"', "not a list of paths"),
+    ],
+)
+def test_an_imports_list_the_role_cannot_edit_is_a_problem(imports, words):
+    (problem,) = k8s.containerd_plan(UBUNTU_2404, f"version = 3\n{imports}\n", dropin_glob=GLOB)["problems"]
+    assert words in problem and "/etc/containerd/config.toml" in problem
+
+
+def test_without_a_root_config_the_imports_line_is_the_drop_ins_alone():
+    assert k8s.containerd_plan(UBUNTU_2404, None, dropin_glob=GLOB)["imports_line"] == f'imports = ["{GLOB}"]'
