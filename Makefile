@@ -32,7 +32,8 @@ export MOLECULE_IMAGE
 ALL_SCENARIOS := $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 # The platform make test runs a scenario on (SCENARIO@DISTRO), where it is not MOLECULE_DISTRO:
 # each role runs on Ubuntu 24.04 at least once (issue 39); site.yml keeps every role on Debian 12.
-CI_PLATFORMS := os_tuning@ubuntu2404 gpu_facts@ubuntu2404 preflight@ubuntu2404 nvidia_driver@ubuntu2404 dcgm@ubuntu2404
+CI_PLATFORMS := os_tuning@ubuntu2404 gpu_facts@ubuntu2404 preflight@ubuntu2404 nvidia_driver@ubuntu2404 dcgm@ubuntu2404 \
+  container_toolkit@ubuntu2404 ofed@ubuntu2404
 SCENARIOS := $(if $(SCENARIO),$(SCENARIO),$(foreach s,$(ALL_SCENARIOS),$(or $(filter $(s)@%,$(CI_PLATFORMS)),$(s))))
 # make test-matrix: every scenario on every platform (outside CI: several hours).
 DISTROS := debian12 debian13 ubuntu2204 ubuntu2404

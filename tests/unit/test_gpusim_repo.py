@@ -149,6 +149,18 @@ def test_real_names_and_versions(repo, package, version):
     ).items()
 
 
+def test_doca_has_a_folder_per_os_with_the_os_in_its_versions(repo):
+    """DOCA-Host publishes one folder per OS, and its package versions end in that OS
+    (doca-host_2.9.1-018000-24.10-ubuntu2404_amd64.deb)."""
+    www, builder = repo
+    for os_name in ("debian12", "ubuntu22.04", "ubuntu24.04"):
+        entries = {e["Package"]: e for e in stanzas(www / f"doca/2.9.1/{os_name}/x86_64")}
+        version = "2.9.1-018000-24.10-" + os_name.replace(".", "")
+        assert entries["doca-ofed"]["Version"] == version
+        assert f"doca-ofed-userspace (= {version})" in entries["doca-ofed"]["Depends"]
+        assert entries["mlnx-ofed-kernel-utils"]["Version"] == "24.10.OFED.24.10.2.1.8.1-1"
+
+
 def _gpgv(keyring, folder):
     return subprocess.run(
         ["gpgv", "--keyring", str(keyring), str(folder / "InRelease")], capture_output=True, text=True, check=False

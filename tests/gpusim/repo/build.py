@@ -10,7 +10,7 @@ point at a site mirror:
                                                cuDNN, NCCL, DCGM); the same under debian13,
                                                ubuntu2204 and ubuntu2404 (Ubuntu revisions)
     libnvidia-container/stable/deb/amd64/      the container toolkit repository
-    doca/2.9.1/debian12/x86_64/                the DOCA-Host repository (doca-ofed)
+    doca/2.9.1/{debian12,ubuntu22.04,ubuntu24.04}/x86_64/  the DOCA-Host repository (doca-ofed), per OS
     slurm-smd/debian12/                        SchedMD-built Slurm (slurm-smd-*) as a site would
                                                mirror its own debuild output
     hpcx/v2.21/hpcx-v2.21-...-x86_64.tbz       HPC-X archives (SHARP, its NCCL plugin, UCX) for
@@ -76,7 +76,11 @@ UBUNTU_REVISED = re.compile(
     r"|nvidia-dkms-[0-9]+|nvidia-driver-[0-9]+(-open)?|nvidia-open(-[0-9]+)?)"
 )
 TOOLKIT_REPO = "libnvidia-container/stable/deb/amd64"
-DOCA_REPO = "doca/2.9.1/debian12/x86_64"
+# DOCA-Host's folder per OS (linux.mellanox.com/public/repo/doca/<version>/<os>/<arch>/, the pattern
+# in the shared NVIDIA facts): the same packages in each.
+DOCA_OSES = ("debian12", "ubuntu22.04", "ubuntu24.04")
+DOCA_REPOS = {os_name: f"doca/2.9.1/{os_name}/x86_64" for os_name in DOCA_OSES}
+DOCA_REPO = DOCA_REPOS["debian12"]
 SLURM_SMD_REPO = "slurm-smd/debian12"
 # A repository signed by the wrong key: what a key file that smuggles that key in would open.
 WRONG_SIGNED_REPO = "wrong-signed"
@@ -88,7 +92,7 @@ K8S_REPOS = {minor: f"core:/stable:/v{minor}/deb" for minor in K8S_RELEASES}
 REPOS = {
     **{repo: ("NVIDIA", "NVIDIA CUDA (gpusim stand-in)") for repo in CUDA_REPOS.values()},
     TOOLKIT_REPO: ("NVIDIA", "libnvidia-container (gpusim stand-in)"),
-    DOCA_REPO: ("NVIDIA", "DOCA-Host (gpusim stand-in)"),
+    **{repo: ("NVIDIA", "DOCA-Host (gpusim stand-in)") for repo in DOCA_REPOS.values()},
     SLURM_SMD_REPO: ("gpuops", "SchedMD-built Slurm, a site's mirror (gpusim stand-in)"),
     WRONG_SIGNED_REPO: ("gpuops", "signed by the wrong key (gpusim stand-in)"),
     **{
@@ -121,6 +125,7 @@ CONTAINER_TOOLKIT = ["1.17.8-1", "1.18.0-1"]
 # nvidia-cdi-refresh.path/.service ship from 1.18.0 on.
 CDI_REFRESH_FROM = (1, 18)
 NVIDIA_DOCKER2 = "2.14.0-1"
+# DOCA-Host's package versions name the OS they were built for (doca-host_2.9.1-018000-24.10-ubuntu2404).
 DOCA = "2.9.1-018000-24.10-debian12"
 MLNX_OFED_KERNEL = "24.10.OFED.24.10.2.1.8.1-1"
 HPCX = "2.21"
@@ -770,16 +775,19 @@ def slurm_smd_packages() -> list[Package]:
 
 
 def doca_packages() -> list[Package]:
-    user = Package("doca-ofed-userspace", DOCA, DOCA_REPO, "DOCA-OFED user space")
-    user.files["/usr/share/doc/doca-ofed/VERSION"] = (f"{DOCA}\n", 0o644)
-    dkms = Package(
-        "mlnx-ofed-kernel-dkms", MLNX_OFED_KERNEL, DOCA_REPO, "DKMS support for the mlnx-ofed kernel modules"
-    )
+    return [pkg for repo in DOCA_REPOS.values() for pkg in doca_folder(repo)]
+
+
+def doca_folder(repo: str) -> list[Package]:
+    doca = DOCA.replace("debian12", repo.split("/")[2].replace(".", ""))
+    user = Package("doca-ofed-userspace", doca, repo, "DOCA-OFED user space")
+    user.files["/usr/share/doc/doca-ofed/VERSION"] = (f"{doca}\n", 0o644)
+    dkms = Package("mlnx-ofed-kernel-dkms", MLNX_OFED_KERNEL, repo, "DKMS support for the mlnx-ofed kernel modules")
     dkms.files["/usr/src/mlnx-ofed-kernel-24.10/dkms.conf"] = ('PACKAGE_NAME="mlnx-ofed-kernel"\n', 0o644)
     utils = Package(
         "mlnx-ofed-kernel-utils",
         MLNX_OFED_KERNEL,
-        DOCA_REPO,
+        repo,
         "Userspace tools to restart and tune the mlnx-ofed kernel modules",
         depends=[f"mlnx-ofed-kernel-dkms (= {MLNX_OFED_KERNEL})"],
     )
@@ -799,10 +807,10 @@ def doca_packages() -> list[Package]:
         utils,
         Package(
             "doca-ofed",
-            DOCA,
-            DOCA_REPO,
+            doca,
+            repo,
             "DOCA-OFED profile (1:1 MLNX_OFED replacement)",
-            depends=[f"doca-ofed-userspace (= {DOCA})", f"mlnx-ofed-kernel-utils (= {MLNX_OFED_KERNEL})"],
+            depends=[f"doca-ofed-userspace (= {doca})", f"mlnx-ofed-kernel-utils (= {MLNX_OFED_KERNEL})"],
         ),
     ]
 
