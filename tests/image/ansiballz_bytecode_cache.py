@@ -29,8 +29,8 @@ _compile = zipimport._compile_source  # (pathname, source) -> code, in 3.8 to 3.
 def _inner(pathname):
     # /root/.ansible/tmp/ansible-tmp-.../ansible_ping_payload.zip/ansible/module_utils/basic.py
     # -> ansible/module_utils/basic.py: the part that does not change between runs.
-    _, sep, tail = pathname.partition(".zip" + os.sep)
-    return tail if sep else pathname
+    parts = pathname.partition(".zip" + os.sep)
+    return parts[2] if parts[1] else pathname
 
 
 def _renamed(code, filename):

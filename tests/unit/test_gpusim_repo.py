@@ -152,7 +152,7 @@ def test_real_names_and_versions(repo, package, version):
 def test_doca_has_a_folder_per_os_with_the_os_in_its_versions(repo):
     """DOCA-Host publishes one folder per OS, and its package versions end in that OS
     (doca-host_2.9.1-018000-24.10-ubuntu2404_amd64.deb)."""
-    www, _ = repo
+    www = repo[0]
     for os_name in ("debian12", "ubuntu22.04", "ubuntu24.04"):
         entries = {e["Package"]: e for e in stanzas(www / f"doca/2.9.1/{os_name}/x86_64")}
         version = "2.9.1-018000-24.10-" + os_name.replace(".", "")
