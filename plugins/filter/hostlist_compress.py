@@ -11,7 +11,7 @@ description:
     writes them (C(node[01-04,07])). Zero padding is part of a group, so C(node1) and C(node01) stay
     apart, and C(node10) joins C(node01)...C(node09) as C(node[01-10]).
   - Names without a number are kept as they are. The result is sorted by prefix, then by number;
-    duplicates are dropped. A string input is expanded first (see M(gpuops.cluster.hostlist_expand)).
+    duplicates are dropped. A string input is expanded first (see P(gpuops.cluster.hostlist_expand#filter)).
 author:
   - gpuops.cluster maintainers (@gpuops-cluster)
 options:

@@ -7,9 +7,9 @@ name: slurm_node_groups
 short_description: Group hosts of identical hardware under one hostlist expression
 version_added: 0.1.0
 description:
-  - Takes a mapping of host name to node description (see M(gpuops.cluster.slurm_node_spec)) and
+  - Takes a mapping of host name to node description (see P(gpuops.cluster.slurm_node_spec#filter)) and
     returns one entry per distinct description, its hosts compressed into a Slurm hostlist
-    expression (see M(gpuops.cluster.hostlist_compress)), sorted by that expression.
+    expression (see P(gpuops.cluster.hostlist_compress#filter)), sorted by that expression.
   - slurm.conf then needs one C(NodeName) line per entry, gres.conf one set of records.
 author:
   - gpuops.cluster maintainers (@gpuops-cluster)

@@ -26,24 +26,26 @@ def cell(text):
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def row(name, spec):
+def row(name, spec, defaults):
     text = spec.get("description") or ""
     text = " ".join(text) if isinstance(text, list) else text
     choices = spec.get("choices")
     if choices and not all(str(choice) in text for choice in choices):
         text += " One of: {}.".format(", ".join(str(choice) for choice in choices))
-    default = "`" + json.dumps(spec.get("default")) + "`"
+    # A default the spec cannot hold (a Jinja expression for a bool) is the role's defaults/main.yml one.
+    value = spec["default"] if "default" in spec else defaults.get(name)
+    default = "`" + json.dumps(value) + "`"
     return f"| `{name}` | {default} | {cell(text)} |"
 
 
-def table(options):
+def table(options, defaults):
     lines = ["| Variable | Default | Meaning |", "|---|---|---|"]
-    lines += [row(name, spec) for name, spec in options.items()]
+    lines += [row(name, spec, defaults) for name, spec in options.items()]
     return "\n".join(lines) + "\n"
 
 
-def rendered(readme, options):
-    return between(readme.read_text(), table(options), BEGIN, END)
+def rendered(readme, options, defaults):
+    return between(readme.read_text(), table(options, defaults), BEGIN, END)
 
 
 def main():
@@ -54,7 +56,9 @@ def main():
     for specs in sorted(ROOT.glob("roles/*/meta/argument_specs.yml")):
         readme = specs.parents[1] / "README.md"
         options = yaml.safe_load(specs.read_text())["argument_specs"]["main"].get("options") or {}
-        text = rendered(readme, options)
+        role_defaults = specs.parents[1] / "defaults" / "main.yml"
+        defaults = (yaml.safe_load(role_defaults.read_text()) if role_defaults.exists() else None) or {}
+        text = rendered(readme, options, defaults)
         if text != readme.read_text():
             stale.append(str(readme.relative_to(ROOT)))
             if not args.check:
