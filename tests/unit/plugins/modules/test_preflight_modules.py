@@ -9,7 +9,7 @@ import os
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuops.cluster.plugins.filter.problems import problems_report
+from ansible_collections.gpuops.cluster.plugins.filter.problems_report import problems_report
 from ansible_collections.gpuops.cluster.plugins.module_utils import host
 from ansible_collections.gpuops.cluster.plugins.modules import host_check, stack_check
 from conftest import profile_facts
