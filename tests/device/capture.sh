@@ -50,6 +50,7 @@ run tainted.txt cat /proc/sys/kernel/tainted
 run modinfo_nvidia.txt modinfo nvidia
 run modinfo_signer.txt modinfo -F signer nvidia
 run dkms_status.txt dkms status
+# shellcheck disable=SC2016  # dpkg-query's own ${field} format, not the shell's
 run dpkg_nvidia.txt dpkg-query -W -f '${Package}\t${Version}\t${db:Status-Abbrev}\n' '*nvidia*' 'linux-modules-*' 'linux-image-*'
 
 # The modules, as Ansible runs them: the collection on the import path, the arguments in a file.

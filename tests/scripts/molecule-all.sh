@@ -77,4 +77,5 @@ export -f run_one
 export MOLECULE_JOBS_N=$jobs
 
 # xargs runs up to $jobs at a time and exits non-zero if any scenario failed (after the others end).
+# shellcheck disable=SC2016  # $1 is the inner bash's argument, expanded there
 printf '%s\n' "${scenarios[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one "$1"' _ {}

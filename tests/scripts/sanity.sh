@@ -20,6 +20,18 @@ if [ ! -x "$venv/bin/ansible-test" ] || [ "$(cat "$venv/.core" 2>/dev/null)" != 
 fi
 export PATH="$venv/bin:$PATH"
 
+# ansible-test skips its shellcheck test, with a warning only, where shellcheck is missing.
+if ! command -v shellcheck >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "==> installing shellcheck (Debian's package), which ansible-test sanity runs"
+    apt-get install -y -qq shellcheck >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; }
+  else
+    echo "ERROR: shellcheck is not installed, and ansible-test sanity skips its shell check without it." \
+      "Install it (apt-get install shellcheck) and run again." >&2
+    exit 1
+  fi
+fi
+
 # ansible-test looks for its pip bootstrap script in ~/.ansible/test/cache before downloading
 # it: put the offline stand-in there.
 pip_version=$(grep -oE "pip='[0-9.]+'" "$venv"/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py |
