@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / ".collections"))
 
 from ansible_collections.gpuops.cluster.plugins.module_utils import (  # noqa: E402
+    canonical,
     dcgm,
     gpu_inventory,
     host,
@@ -73,6 +74,10 @@ HOSTILE = {
     "ibstat: a 32k-space line without a colon": (ibstat.parse_ibstat, "CA 'a'\n" + "a" + " " * 32000 + "x"),
     "lspci: 4,000 '[0300]: ' groups on one line": (pci.parse_lspci, "0000:00:00.0 " + "[0300]: x " * 4000),
     "apt-cache policy: 200k blank lines": (host.apt_candidate, "\n" * 200000),
+    "apt-cache show: a 200k-alternative Depends, then module_driver": (
+        lambda text: canonical.module_driver(canonical.parse_index(text)["p"][0], "580"),
+        "Package: p\nVersion: 1\nDepends: " + "a (>= 1) | " * 200000 + "\n",
+    ),
     "hostlist_expand: n[1-100000]": (hostlist.hostlist_expand, "n[1-100000]"),
     "hostlist_expand: a[1-1000]b[1-1000] (refused)": (hostlist.hostlist_expand, "a[1-1000]b[1-1000]"),
     "mig -lgip: a row of 50k 'MIG ' words": (nvidia_smi.parse_mig_profiles, "|   0 " + "MIG " * 50000 + "|"),

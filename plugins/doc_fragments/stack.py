@@ -32,6 +32,27 @@ options:
     - Fabric Manager's version, only to declare it apart; it must equal the driver's. Best left empty.
     type: str
     default: ''
+  nvidia_driver_source:
+    description:
+    - Where the driver comes from. nvidia is NVIDIA's CUDA repository (cuda_repository_url for a mirror).
+    - ubuntu is Canonical's -server packages in the Ubuntu archive, on Ubuntu only.
+    - The user-mode driver nvidia-headless-no-dkms-BRANCH-server(-open) with nvidia-utils-BRANCH-server.
+    - The kernel's modules built and signed by Canonical, linux-modules-nvidia-BRANCH-server(-open)-KERNEL,
+      where the archive has them at a driver release it also carries; else DKMS, with a warning.
+    - Fabric Manager and NSCQ at the driver's exact release on NVSwitch systems.
+    - Preflight reads the versions from the node's package index, that is, from the configured mirror.
+    type: str
+    choices:
+    - nvidia
+    - ubuntu
+    default: nvidia
+  nvidia_driver_kernel:
+    description:
+    - The kernel release the driver's modules are for ("6.8.0-149-generic"); empty means the running kernel.
+      Set it when the node is to boot a kernel that is installed but not running yet.
+    - With nvidia_driver_source ubuntu it picks the precompiled module package; with DKMS, the headers.
+    type: str
+    default: ''
   cuda_versions:
     description:
     - CUDA toolkits side by side, each MAJOR.MINOR (a YAML list, not "12,8").

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.cluster.plugins.module_utils import compat
+from ansible_collections.gpuops.cluster.plugins.module_utils import canonical, compat
 from ansible_collections.gpuops.cluster.plugins.module_utils.compat import driver_meets, vtuple
 from ansible_collections.gpuops.cluster.plugins.module_utils.pci import GPUS
 
@@ -429,15 +429,23 @@ def _os(c, stack, versions):
         if not tested:
             c.warn(
                 "distribution",
-                f"{dist} {major} is not tested: no scenario of this collection runs the roles there (Debian 12 only).",
-                "use Debian 12 for a tested install, or test the roles on a staging node first.",
+                f"{dist} {major} is not tested: no scenario of this collection runs the roles there.",
+                "use Debian 12 or Ubuntu 24.04 for a tested install, or test the roles on a staging node first.",
+            )
+        elif tested is not True:
+            c.warn(
+                "distribution",
+                f"{dist} {major} is tested in part: the collection's CI runs {tested} there, not the other roles.",
+                "use Debian 12 or Ubuntu 24.04 for a tested install of the other roles, or try them on a staging "
+                "node first.",
             )
     elif dist in compat.RHEL_FAMILY and major in compat.RHEL_MAJORS:
         repo = "rhel" + major
         c.warn(
             "distribution",
             f"{dist} {major}: the RHEL-family task files follow NVIDIA's documentation and are not tested.",
-            "use Debian 12 for a tested install; six roles refuse RHEL (apt only), preflight names them.",
+            "use Debian 12 or Ubuntu 24.04 for a tested install; six roles refuse RHEL (apt only), preflight names "
+            "them.",
         )
     else:
         c.error(
@@ -814,11 +822,50 @@ def _packages(family, branch, *, exact, flavour, fm, nvlsm, versions, forward, c
 # --- entry point -------------------------------------------------------------------------------------
 
 
-def check_stack(stack, nvidia_gpu=None, today="2026-01-01"):
+def _canonical(c, stack, hw, *, branch, flavour, fm, kernel, index):
+    """Canonical's packages for ``nvidia_driver_source: ubuntu`` (module_utils/canonical.py), or None."""
+    dist = stack.get("distribution") or "unknown"
+    if dist != "Ubuntu":
+        c.error(
+            "nvidia_driver_source",
+            f"nvidia_driver_source is ubuntu, and this node runs {dist}: Canonical's driver packages are in "
+            "Ubuntu's archive only.",
+            "set nvidia_driver_source: nvidia (NVIDIA's CUDA repository) for this host.",
+        )
+        return None
+    if not hw.present:
+        return None
+    if index is None:
+        c.error(
+            "nvidia_driver_source",
+            "the node's package index could not be read (apt-cache show), so Canonical's driver versions are unknown.",
+            "refresh the package lists (apt-get update) and run again.",
+        )
+        return None
+    problems, plan = canonical.plan(
+        branch=branch,
+        flavour=flavour,
+        kernel=kernel,
+        exact=stack.get("nvidia_driver_version"),
+        index=index,
+        fabricmanager=fm,
+        distribution=f"{dist} {stack.get('distribution_major_version') or ''}".strip(),
+    )
+    for severity, variable, message, fix in problems:
+        (c.error if severity == "error" else c.warn)(variable, message, fix)
+    if plan:
+        c.reasons["modules"] = plan["reason"]
+    return plan
+
+
+def check_stack(stack, nvidia_gpu=None, today="2026-01-01", index=None):
     """Evaluate ``stack`` (the declared variables plus ``kernel``, ``distribution``,
     ``distribution_major_version`` and ``cpu_architecture``) against the tables and the node's
     ``nvidia_gpu`` facts. Returns ``(problems, resolved)``; ``resolved`` is None when the
-    declared values are malformed."""
+    declared values are malformed.
+
+    ``index`` is the node's package index for Canonical's driver packages
+    (``canonical.parse_index`` of ``apt-cache show``), read where ``nvidia_driver_source`` is ubuntu."""
     problems = validate_formats(stack)
     bad = {p["variable"] for p in errors(problems)}
     if bad & {"nvidia_driver_branch", "nvidia_driver_version"}:
@@ -852,7 +899,15 @@ def check_stack(stack, nvidia_gpu=None, today="2026-01-01"):
     nccl = _nccl(c, stack, hw, default)
     dcgm = _dcgm(c, stack, hw, native)
     fm, nvlsm = _fabric(c, stack, hw, driver)
-    gpudirect = _gpudirect(c, stack, hw, flavour=flavour, kernel=stack.get("kernel"), versions=versions)
+    # The kernel the modules are for: declared, else the running one.
+    kernel = stack.get("nvidia_driver_kernel") or stack.get("kernel")
+    source = stack.get("nvidia_driver_source") or "nvidia"
+    ubuntu = None
+    if source == "ubuntu":
+        ubuntu = _canonical(c, stack, hw, branch=branch, flavour=flavour, fm=fm, kernel=kernel, index=index)
+        if ubuntu:
+            exact = ubuntu["version"]
+    gpudirect = _gpudirect(c, stack, hw, flavour=flavour, kernel=kernel, versions=versions)
     installed = hw.installed_driver
     if not installed:
         action = "install"
@@ -875,6 +930,10 @@ def check_stack(stack, nvidia_gpu=None, today="2026-01-01"):
             "apt_pin": (exact + "-*") if exact else branch + ".*",
             "dnf_module_stream": compat.dnf_module_stream(branch, flavour),
             "lifecycle": info,
+            "source": source,
+            # How the kernel modules arrive: dkms (built on the node) or precompiled (Canonical's).
+            "modules": ubuntu["modules"] if ubuntu else "dkms",
+            "kernel": kernel,
         },
         "kernel_module": flavour,
         "kernel_module_reason": flavour_reason,
@@ -911,6 +970,11 @@ def check_stack(stack, nvidia_gpu=None, today="2026-01-01"):
             dcgm=dcgm,
         ),
     }
+    if ubuntu:
+        resolved["packages"]["driver_pinning"] = []
+        resolved["packages"]["driver"] = ubuntu["packages"]
+        resolved["packages"]["driver_compute_only"] = ubuntu["packages"]
+        resolved["packages"]["fabricmanager"] = ubuntu["fabricmanager"]
     resolved["decisions"] = decisions(resolved, stack, hw, c.reasons)
     return c.problems, resolved
 
@@ -937,9 +1001,27 @@ def decisions(resolved, stack, hw, reasons):
         add(
             "driver",
             driver["version"] or f"branch {driver['branch']}, its newest release",
-            "declared nvidia_driver_version" if driver["version"] else "declared nvidia_driver_branch",
+            "declared nvidia_driver_version"
+            if stack.get("nvidia_driver_version")
+            else (
+                "the node's package index (Canonical's archive or its mirror): "
+                + (
+                    "the release the kernel's precompiled modules were built for"
+                    if driver["modules"] == "precompiled"
+                    else "its newest release"
+                )
+                if driver["source"] == "ubuntu"
+                else "declared nvidia_driver_branch"
+            ),
         )
+        if driver["source"] == "ubuntu":
+            add("driver source", "Canonical's -server packages", "declared nvidia_driver_source: ubuntu")
         add("kernel modules", resolved["kernel_module"], reasons.get("kernel_module") or "declared")
+        add(
+            "module build",
+            "{} for kernel {}".format(driver["modules"], driver["kernel"] or "unknown"),
+            reasons.get("modules") or "NVIDIA's packages build the modules with DKMS on the node",
+        )
         fm = resolved["fabricmanager"]
         if fm["required"]:
             add(

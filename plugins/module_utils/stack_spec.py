@@ -12,6 +12,8 @@ STACK_SPEC = {
     "nvidia_driver_version": {"type": "str", "default": ""},
     "nvidia_driver_kernel_module": {"type": "str", "choices": ["auto", "open", "proprietary"], "default": "auto"},
     "nvidia_driver_fabricmanager_version": {"type": "str", "default": ""},
+    "nvidia_driver_source": {"type": "str", "choices": ["nvidia", "ubuntu"], "default": "nvidia"},
+    "nvidia_driver_kernel": {"type": "str", "default": ""},
     "cuda_versions": {"type": "list", "elements": "str", "default": ["12.8"]},
     "cuda_default_version": {"type": "str", "default": ""},
     "cuda_forward_compat": {"type": "bool", "default": True},

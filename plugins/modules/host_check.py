@@ -45,6 +45,13 @@ options:
     type: list
     elements: path
     default: [/var/lib/dkms/mok.pub, /var/lib/shim-signed/mok/MOK.der]
+  dkms:
+    description:
+      - Whether DKMS builds the NVIDIA modules here. V(false) where they come precompiled and signed
+        (Canonical's C(linux-modules-nvidia) packages); then neither the headers nor a signing key
+        are needed, and O(kernel_headers) and O(dkms_signing_keys) are not checked.
+    type: bool
+    default: true
 seealso:
   - module: gpuops.cluster.stack_check
 """
@@ -179,18 +186,23 @@ def _apt_leftovers(host):
 def _problems(params, node):
     found = []
     headers = node["kernel_headers"]
-    if params["kernel_headers"] != "ignore" and not headers["installed"] and not headers["candidate"]:
+    if (
+        params["kernel_headers"] != "ignore"
+        and params["dkms"]
+        and not headers["installed"]
+        and not headers["candidate"]
+    ):
         found.append(
             problem(
                 params["kernel_headers"],
                 "preflight_kernel_headers",
-                "no kernel headers for the running kernel {}: {} is not installed and the package lists have "
+                "no kernel headers for kernel {}: {} is not installed and the package lists have "
                 "no candidate, so DKMS cannot build the NVIDIA modules.".format(node["kernel"], headers["package"]),
                 "boot a kernel whose headers the repositories carry (or add the repository that has {}), then "
                 "refresh the package lists.".format(headers["package"]),
             )
         )
-    if node["secure_boot"] == "enabled" and not node["dkms_signing_key"]:
+    if node["secure_boot"] == "enabled" and not node["dkms_signing_key"] and params["dkms"]:
         found.append(
             problem(
                 "error",
@@ -283,6 +295,7 @@ def main():
                 "no_log": False,  # paths of public keys, not secrets
                 "default": ["/var/lib/dkms/mok.pub", "/var/lib/shim-signed/mok/MOK.der"],
             },
+            "dkms": {"type": "bool", "default": True},
             **ROOT_OPTION,
         },
         supports_check_mode=True,

@@ -17,6 +17,10 @@ description:
     and versions).
   - Fails when any problem is an error, listing all of them in one message, unless
     O(fail_on_error=false). Warnings never fail.
+  - With O(nvidia_driver_source=ubuntu), reads Canonical's driver packages of the branch from the
+    node's package index (C(apt-cache show), that is the configured mirror's C(Packages) as of the last
+    C(apt-get update)), and decides the release to install, whether the kernel has precompiled signed modules at
+    that release or DKMS builds them, and Fabric Manager and NSCQ at the same release.
   - Changes nothing on the node. Option names are the collection's inventory variables, so the
     messages name what to edit. The stack options, their types and defaults are the preflight role's
     variables, declared once in C(roles/preflight/meta/argument_specs.yml) (the
@@ -137,7 +141,11 @@ resolved:
         - C(branch), C(version) (exact or null), C(minimum_version) (what the installed version must
           reach), C(installed_version), C(action) (install, keep, upgrade, downgrade), C(native_cuda),
           C(package_scheme) (branch-suffixed up to R580, unsuffixed from R590), C(apt_pin),
-          C(dnf_module_stream) and C(lifecycle) (C(kind), C(eol), C(ended)).
+          C(dnf_module_stream), C(lifecycle) (C(kind), C(eol), C(ended)), C(source) (V(nvidia) or
+          V(ubuntu)), C(modules) (V(dkms), built on the node, or V(precompiled), Canonical's signed
+          modules) and C(kernel) (the kernel the modules are for).
+        - With O(nvidia_driver_source=ubuntu), C(version) is the release read from the node's package
+          index, never null.
       type: dict
     fabricmanager:
       description:
@@ -193,6 +201,7 @@ resolved:
 import datetime
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuops.cluster.plugins.module_utils.canonical import index_names, parse_index
 from ansible_collections.gpuops.cluster.plugins.module_utils.stack import (
     check_stack,
     errors,
@@ -204,6 +213,29 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.stack_spec import S
 # The declared variables (stack_spec.py, written from the preflight role's argument specs) and the
 # node's facts the rules read.
 STACK_OPTIONS = (*STACK_VARIABLES, "kernel", "distribution", "distribution_major_version", "cpu_architecture")
+
+
+def read_index(module, stack):
+    """Canonical's driver packages of the branch in the node's package index, or None where they are
+    not wanted or apt-cache cannot answer (check_stack reports that)."""
+    branch = str(stack.get("nvidia_driver_branch") or "")
+    if stack.get("nvidia_driver_source") != "ubuntu" or stack.get("distribution") != "Ubuntu":
+        return None
+    if not (branch.isdigit() and len(branch) == 3):
+        return None
+    apt_cache = module.get_bin_path("apt-cache")
+    if not apt_cache:
+        return None
+    kernel = stack.get("nvidia_driver_kernel") or stack.get("kernel") or ""
+    rc, out, err = module.run_command(
+        [apt_cache, "show", *index_names(branch, kernel)], environ_update={"LC_ALL": "C", "LANG": "C"}
+    )
+    # apt-cache exits 100 when a name is unknown ("No packages found" when none is known); the names it
+    # knows are printed all the same.
+    if rc not in (0, 100):
+        module.warn(f"apt-cache show failed ({rc}): {(err or out).strip()[:300]}")
+        return None
+    return parse_index(out)
 
 
 def main():
@@ -227,7 +259,7 @@ def main():
     except ValueError:
         module.fail_json(msg=f"today: {today!r} is not a date; write it as YYYY-MM-DD or leave it empty.")
     stack = {name: None if params[name] == "" else params[name] for name in STACK_OPTIONS}
-    problems, resolved = check_stack(stack, params["nvidia_gpu"], today=today)
+    problems, resolved = check_stack(stack, params["nvidia_gpu"], today=today, index=read_index(module, stack))
     failed = errors(problems)
     report = format_decisions(resolved["decisions"], "Decisions, with their reasons") if resolved else ""
     result = {

@@ -40,8 +40,9 @@ if [ "$family" = debian ]; then
 else
   mirror=$ubuntu_mirror
   security_mirror=${UBUNTU_SECURITY_MIRROR:-http://security.ubuntu.com/ubuntu}
-  # Slurm and MariaDB are in universe, Canonical's NVIDIA driver packages in restricted.
-  components="main restricted universe"
+  # The four components of a stock Ubuntu install: Slurm and MariaDB are in universe, Canonical's
+  # NVIDIA driver packages in restricted, its Fabric Manager, NSCQ and IMEX in multiverse.
+  components="main restricted universe multiverse"
 fi
 repo=${GPUOPS_IMAGE_REPO:-gpuops-molecule/$distro}
 

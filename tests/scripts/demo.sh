@@ -18,7 +18,13 @@ seconds() { local s=$1; if ((s >= 60)); then printf '%d min %d s' $((s / 60)) $(
 case "${1:-}" in
 up)
   start=${2:-$(date +%s)}
-  if docker container inspect gpuops-demo-head >/dev/null 2>&1; then run=again; else run=first; fi
+  # Again only on the same platform: another base image (DEMO_DISTRO) recreates every node.
+  if [ "$(docker container inspect -f '{{.Config.Image}}' gpuops-demo-head 2>/dev/null)" = "$MOLECULE_IMAGE" ]; then
+    run=again
+  else
+    run=first
+  fi
+  echo "==> platform ${MOLECULE_DISTRO:-debian12} (base image $MOLECULE_IMAGE)"
 
   echo "==> starting the demo cluster (log: $state/up.log)"
   t0=$(date +%s)

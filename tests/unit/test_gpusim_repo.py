@@ -103,14 +103,18 @@ def test_every_exact_dependency_is_in_the_repository(repo):
                         assert low.group(1) in builder.DEBIAN_DEPENDENCIES, dep
 
 
-def test_slurm_smd_stand_ins_carry_schedmd_names_and_wrap_debians_daemons(repo):
+@pytest.mark.parametrize(
+    ("os_name", "release"),
+    [("debian12", "22.05.8"), ("debian13", "24.11.5"), ("ubuntu2204", "21.08.5"), ("ubuntu2404", "23.11.4")],
+)
+def test_slurm_smd_stand_ins_carry_schedmd_names_and_wrap_the_distribution_s_daemons(repo, os_name, release):
     www, builder = repo
-    entries = stanzas(www / builder.SLURM_SMD_REPO)
+    entries = stanzas(www / builder.SLURM_SMD_REPOS[os_name])
     names = {e["Package"] for e in entries}
     assert names == {"slurm-smd", "slurm-smd-client", "slurm-smd-slurmctld", "slurm-smd-slurmd", "slurm-smd-slurmdbd"}
-    assert sorted({e["Version"] for e in entries}) == builder.SLURM_SMD
-    slurmd = next(e for e in entries if e["Package"] == "slurm-smd-slurmd" and e["Version"] == "22.05.8-1")
-    assert slurmd["Depends"] == "slurm-smd (= 22.05.8-1), slurmd (>= 22.05.8)"
+    assert sorted({e["Version"] for e in entries}) == [f"{release}-1", f"{release}-2"]
+    slurmd = next(e for e in entries if e["Package"] == "slurm-smd-slurmd" and e["Version"] == f"{release}-1")
+    assert slurmd["Depends"] == f"slurm-smd (= {release}-1), slurmd (>= {release})"
 
 
 @pytest.mark.parametrize(

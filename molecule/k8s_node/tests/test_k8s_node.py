@@ -8,6 +8,7 @@ second join)."""
 from __future__ import annotations
 
 import json
+import tomllib
 
 import pytest
 import testinfra
@@ -112,19 +113,27 @@ def test_packages_are_the_release_and_held(host):
     assert "URIs: http://gpusim-repo/core:/stable:/v1.36/deb/" in source
 
 
+def containerd_config_version(host):
+    """2 for Debian 12's containerd 1.6, 3 for Ubuntu 24.04's 2.2."""
+    major = int(host.check_output("containerd --version").split()[2].lstrip("v").split(".")[0])
+    return 2 if major < 2 else 3
+
+
 def test_containerd_was_repaired_and_runs_the_nvidia_runtime(host):
-    """k8s-h100 came with a version 4 drop-in that containerd 1.6 loaded and ignored; the role wrote
-    the root config and the drop-in at version 2, and containerd's own dump shows the nvidia
-    runtime on systemd cgroups."""
+    """k8s-h100 came with a version 4 drop-in that containerd 1.6 loaded and ignored, and 2.2 refused
+    to start with; the role wrote the root config and the drop-in at the installed containerd's
+    version, and containerd's own dump shows the nvidia runtime on systemd cgroups."""
     only(host, *NODES)
+    version = containerd_config_version(host)
     dropin = host.file("/etc/containerd/conf.d/99-nvidia.toml").content_string
-    assert [line for line in dropin.splitlines() if line.startswith("version")] == ["version = 2"]
-    dump = host.check_output("containerd config dump")
+    assert [line for line in dropin.splitlines() if line.startswith("version")] == [f"version = {version}"]
+    dump = tomllib.loads(host.check_output("containerd config dump"))
+    cri = dump["plugins"]["io.containerd.grpc.v1.cri" if version == 2 else "io.containerd.cri.v1.runtime"]
     for runtime in ("runc", "nvidia"):
-        section = dump.split(f'[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{runtime}.options]', 1)[1]
-        assert "SystemdCgroup = true" in section.split("[", 1)[0], runtime
+        assert cri["containerd"]["runtimes"][runtime]["options"]["SystemdCgroup"] is True, runtime
+    assert cri["containerd"]["runtimes"]["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
     # nvidia is the default runtime on Kubernetes nodes (the GPU Operator over a host toolkit).
-    assert 'default_runtime_name = "nvidia"' in dump
+    assert cri["containerd"]["default_runtime_name"] == "nvidia"
     assert host.service("containerd").is_running
 
 
@@ -163,12 +172,21 @@ def test_kubeadm_refuses_what_real_kubeadm_refuses(host):
 
 
 def test_containerd_runs_the_role_s_root_config(host):
-    """The root config at the installed containerd's version (2 for 1.6), written by the role."""
+    """The root config at the installed containerd's version (2 for 1.6, 3 for 2.2), written by the role."""
     only(host, *NODES)
+    version = containerd_config_version(host)
     root = host.file("/etc/containerd/config.toml").content_string
-    assert "gpuops.cluster.k8s_node" in root and "configuration version 2, containerd 1.6" in root
-    # containerd 1.6 has no CDI: the role leaves enable_cdi out rather than write a key 1.6 ignores.
-    assert "enable_cdi" not in root
+    assert "gpuops.cluster.k8s_node" in root and f"configuration version {version}, containerd" in root
+    main = [line for line in root.splitlines() if line and not line.startswith("#")]
+    assert main[:2] == [f"version = {version}", 'imports = ["/etc/containerd/conf.d/*.toml"]']
+    if version == 2:
+        # containerd 1.6 has no CDI: the role leaves enable_cdi out rather than write a key 1.6 ignores.
+        assert "enable_cdi" not in root
+    else:
+        # 2.2 has CDI, and containerd runs with it on.
+        assert "enable_cdi = true" in root
+        dump = tomllib.loads(host.check_output("containerd config dump"))
+        assert dump["plugins"]["io.containerd.cri.v1.runtime"]["enable_cdi"] is True
 
 
 def test_device_nodes_and_char_links_come_before_containerd_and_kubelet(host):

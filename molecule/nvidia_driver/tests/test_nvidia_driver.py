@@ -18,14 +18,28 @@ EXPECTED = {
     "drv-v100": {"driver": "570.172.08", "flavour": "proprietary", "meta": "cuda-drivers-570", "fm": False,
                  "nvlsm": False, "cuda": ["12.4"], "default": "12.4", "cudnn": ("libcudnn8", "8.9.7.29-1+cuda12.2")},
 }  # fmt: skip
+# On Debian the fifth node takes NVIDIA's packages like drv-l40s; on Ubuntu, Canonical's real ones
+# from Ubuntu's archive, at the release their signed modules for the declared kernel were built for.
+EXPECTED["drv-canonical"] = EXPECTED["drv-l40s"]
+CANONICAL = dict(EXPECTED["drv-l40s"], driver="580.178.04", meta="nvidia-headless-no-dkms-580-server-open",
+                 kernel="6.8.0-149-generic", source="ubuntu")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def want(host):
-    return EXPECTED[host.backend.get_hostname()]
+    name = host.backend.get_hostname()
+    if name == "drv-canonical" and host.system_info.distribution == "ubuntu":
+        return CANONICAL
+    return EXPECTED[name]
 
 
-def test_the_driver_is_installed_at_one_version_with_the_flavour_the_gpus_need(host, want):
+@pytest.fixture(scope="module")
+def nvidia_source(want):
+    if want.get("source") == "ubuntu":
+        pytest.skip("NVIDIA's packages only; test_canonical_* check Canonical's")
+
+
+def test_the_driver_is_installed_at_one_version_with_the_flavour_the_gpus_need(host, want, nvidia_source):
     packages = driver_packages(host)
     branch = want["driver"].split(".")[0]
     assert packages[want["meta"]].startswith(want["driver"] + "-")
@@ -42,7 +56,7 @@ def test_nvidia_smi_reports_the_pinned_version_on_every_gpu(host, want):
     assert versions and set(versions) == {want["driver"]}
 
 
-def test_the_driver_is_pinned_and_held(host, want):
+def test_the_driver_is_pinned_and_held(host, want, nvidia_source):
     pref = host.file("/etc/apt/preferences.d/gpuops-nvidia-driver.pref")
     assert pref.mode == 0o644
     branch = want["driver"].split(".")[0]
@@ -54,7 +68,7 @@ def test_the_driver_is_pinned_and_held(host, want):
     assert not [p for p in upgradable(host) if p.startswith(("nvidia", "libnvidia", "cuda-drivers", "libcudnn"))]
 
 
-def test_the_candidate_is_the_pinned_version(host, want):
+def test_the_candidate_is_the_pinned_version(host, want, nvidia_source):
     """NVIDIA's build at the pinned version ("-1" on Debian, "-0ubuntu1" on Ubuntu), though Ubuntu's
     archive has newer builds of the same names within the branch: those are never candidates."""
     branch = want["driver"].split(".")[0]
@@ -159,3 +173,58 @@ def test_cudnn_matches_the_default_cuda_major(host, want):
     assert name in held(host)
     others = [p for p in installed(host) if p.startswith("libcudnn") and not p.startswith(name)]
     assert others in ([], [name.replace("libcudnn9-", "libcudnn9-dev-")], ["libcudnn8-dev"])
+
+
+# --- Canonical's packages (drv-canonical on Ubuntu) ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def canonical(want):
+    if want.get("source") != "ubuntu":
+        pytest.skip("Canonical's packages: drv-canonical on Ubuntu only")
+    return want
+
+
+def test_canonical_packages_are_the_archive_s_at_one_release(host, canonical):
+    packages = driver_packages(host)
+    ours = {n: v for n, v in packages.items() if not n.startswith("cuda-")}
+    assert ours[canonical["meta"]].startswith(canonical["driver"] + "-0ubuntu")
+    assert ours["nvidia-utils-580-server"] == ours[canonical["meta"]]
+    # One release across the user space, from Canonical's archive (its -0ubuntu revisions).
+    assert {v.split("-")[0] for n, v in ours.items()} == {canonical["driver"]}, ours
+    assert all("ubuntu" in v for v in ours.values()), ours
+    # The precompiled modules, not DKMS; no NVIDIA package (pinning, nvidia-open) mixed in.
+    assert not [n for n in ours if n.startswith(("nvidia-dkms", "nvidia-open", "nvidia-driver-pinning"))], ours
+    assert host.package(f"linux-modules-nvidia-580-server-open-{canonical['kernel']}").is_installed
+
+
+def test_canonical_module_is_signed_by_canonical_for_the_declared_kernel(host, canonical):
+    ko = host.check_output(f"find /lib/modules/{canonical['kernel']} -name nvidia.ko")
+    assert ko == f"/lib/modules/{canonical['kernel']}/kernel/nvidia-580srv-open/nvidia.ko"
+    assert host.check_output(f"modinfo -F signer {ko}") == "Canonical Ltd. Kernel Module Signing"
+    assert host.check_output(f"modinfo -F version {ko}") == canonical["driver"]
+
+
+def test_canonical_nvidia_smi_is_diverted_and_reports_the_module_s_release(host, canonical):
+    diversions = host.check_output("dpkg-divert --list /usr/bin/nvidia-smi")
+    assert "diversion of /usr/bin/nvidia-smi to /usr/bin/nvidia-smi.distrib by gpusim" in diversions
+    # The real binary is there, moved aside; it cannot reach a driver in a container.
+    assert host.file("/usr/bin/nvidia-smi.distrib").is_file
+    assert set(smi_versions(host)) == {canonical["driver"]}
+
+
+def test_canonical_driver_is_pinned_at_its_release_and_held(host, canonical):
+    pref = host.file("/etc/apt/preferences.d/gpuops-nvidia-driver.pref").content_string
+    assert f"Pin: version {canonical['driver']}-*\nPin-Priority: 1001" in pref
+    assert "Pin: release o=Ubuntu" not in pref
+    assert {canonical["meta"], "nvidia-utils-580-server", "libnvidia-compute-580-server"} <= held(host)
+    assert not [p for p in upgradable(host) if p.startswith(("nvidia", "libnvidia", "linux-modules-nvidia"))]
+
+
+def test_canonical_persistenced_runs_with_persistence_mode(host, canonical):
+    unit = host.check_output("systemctl cat nvidia-persistenced")
+    # Canonical's unit, with the drop-in that takes --no-persistence-mode out.
+    assert "--no-persistence-mode" in unit
+    assert host.check_output("systemctl show -p ExecStart --value nvidia-persistenced").count("argv[]=") == 1
+    assert "--no-persistence-mode" not in host.check_output("systemctl show -p ExecStart --value nvidia-persistenced")
+    assert host.service("nvidia-persistenced").is_running

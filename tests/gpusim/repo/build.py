@@ -11,7 +11,7 @@ point at a site mirror:
                                                ubuntu2204 and ubuntu2404 (Ubuntu revisions)
     libnvidia-container/stable/deb/amd64/      the container toolkit repository
     doca/2.9.1/{debian12,ubuntu22.04,ubuntu24.04}/x86_64/  the DOCA-Host repository (doca-ofed), per OS
-    slurm-smd/debian12/                        SchedMD-built Slurm (slurm-smd-*) as a site would
+    slurm-smd/<os>/                            SchedMD-built Slurm (slurm-smd-*) as a site would
                                                mirror its own debuild output
     hpcx/v2.21/hpcx-v2.21-...-x86_64.tbz       HPC-X archives (SHARP, its NCCL plugin, UCX) for
                                                debian12, ubuntu22.04 and ubuntu24.04 (.sha256
@@ -81,7 +81,11 @@ TOOLKIT_REPO = "libnvidia-container/stable/deb/amd64"
 DOCA_OSES = ("debian12", "ubuntu22.04", "ubuntu24.04")
 DOCA_REPOS = {os_name: f"doca/2.9.1/{os_name}/x86_64" for os_name in DOCA_OSES}
 DOCA_REPO = DOCA_REPOS["debian12"]
-SLURM_SMD_REPO = "slurm-smd/debian12"
+# SchedMD-built Slurm as a site builds it for each OS, at the release of that OS's own Slurm
+# (the stand-ins wrap the distribution's daemons): a folder per OS.
+SLURM_SMD_RELEASES = {"debian12": "22.05.8", "debian13": "24.11.5", "ubuntu2204": "21.08.5", "ubuntu2404": "23.11.4"}
+SLURM_SMD_REPOS = {os_name: f"slurm-smd/{os_name}" for os_name in SLURM_SMD_RELEASES}
+SLURM_SMD_REPO = SLURM_SMD_REPOS["debian12"]
 # A repository signed by the wrong key: what a key file that smuggles that key in would open.
 WRONG_SIGNED_REPO = "wrong-signed"
 # pkgs.k8s.io: one repository per Kubernetes minor (core:/stable:/v1.36/deb/, key Release.key
@@ -93,7 +97,7 @@ REPOS = {
     **{repo: ("NVIDIA", "NVIDIA CUDA (gpusim stand-in)") for repo in CUDA_REPOS.values()},
     TOOLKIT_REPO: ("NVIDIA", "libnvidia-container (gpusim stand-in)"),
     **{repo: ("NVIDIA", "DOCA-Host (gpusim stand-in)") for repo in DOCA_REPOS.values()},
-    SLURM_SMD_REPO: ("gpuops", "SchedMD-built Slurm, a site's mirror (gpusim stand-in)"),
+    **{repo: ("gpuops", "SchedMD-built Slurm, a site's mirror (gpusim stand-in)") for repo in SLURM_SMD_REPOS.values()},
     WRONG_SIGNED_REPO: ("gpuops", "signed by the wrong key (gpusim stand-in)"),
     **{
         repo: (
@@ -138,11 +142,11 @@ HPCX_NAME = HPCX_NAMES[0]
 HPCX_PATH = f"hpcx/v{HPCX}/{HPCX_NAME}.tbz"
 NVLSM = "2025.06.5-1"
 # SchedMD-built packages (source package slurm-smd; names from packages.microsoft.com's
-# slurm-ubuntu-* mirrors). The stand-ins carry no Slurm of their own: each depends on the Debian
-# 12 package with the same daemon, 22.05.8, so a node runs the real daemons either way. Two
-# revisions, so that a pinned install is told apart from "the newest".
-SLURM_SMD = ["22.05.8-1", "22.05.8-2"]
-SLURM_SMD_DEBIAN = "22.05.8"
+# slurm-ubuntu-* mirrors). The stand-ins carry no Slurm of their own: each depends on the
+# distribution's package with the same daemon at its release (SLURM_SMD_RELEASES), so a node runs
+# the real daemons either way. Two revisions, so that a pinned install is told apart from "the
+# newest".
+SLURM_SMD_REVISIONS = ("-1", "-2")
 # The only packages the stand-ins take from Debian itself (not pinned exactly).
 DEBIAN_DEPENDENCIES = {
     "munge",
@@ -751,26 +755,28 @@ def kubernetes_packages() -> list[Package]:
 
 def slurm_smd_packages() -> list[Package]:
     pkgs = []
-    for ver in SLURM_SMD:
-        base = Package(
-            "slurm-smd",
-            ver,
-            SLURM_SMD_REPO,
-            "Slurm base (plugins, libslurm)",
-            depends=[f"slurm-wlm-basic-plugins (>= {SLURM_SMD_DEBIAN})", "munge"],
-        )
-        base.files["/usr/share/doc/slurm-smd/VERSION"] = (f"{ver}\n", 0o644)
-        pkgs.append(base)
-        for name, (daemon, desc) in SLURM_SMD_PARTS.items():
-            pkgs.append(
-                Package(
-                    name,
-                    ver,
-                    SLURM_SMD_REPO,
-                    desc,
-                    depends=[f"slurm-smd (= {ver})", f"{daemon} (>= {SLURM_SMD_DEBIAN})"],
-                )
+    for os_name, release in SLURM_SMD_RELEASES.items():
+        repo = SLURM_SMD_REPOS[os_name]
+        for ver in (release + r for r in SLURM_SMD_REVISIONS):
+            base = Package(
+                "slurm-smd",
+                ver,
+                repo,
+                "Slurm base (plugins, libslurm)",
+                depends=[f"slurm-wlm-basic-plugins (>= {release})", "munge"],
             )
+            base.files["/usr/share/doc/slurm-smd/VERSION"] = (f"{ver}\n", 0o644)
+            pkgs.append(base)
+            for name, (daemon, desc) in SLURM_SMD_PARTS.items():
+                pkgs.append(
+                    Package(
+                        name,
+                        ver,
+                        repo,
+                        desc,
+                        depends=[f"slurm-smd (= {ver})", f"{daemon} (>= {release})"],
+                    )
+                )
     return pkgs
 
 

@@ -5,7 +5,15 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.cluster.plugins.module_utils import dcgm, ibstat, nccl_tests, nvidia_smi, pci, slurm
+from ansible_collections.gpuops.cluster.plugins.module_utils import (
+    canonical,
+    dcgm,
+    ibstat,
+    nccl_tests,
+    nvidia_smi,
+    pci,
+    slurm,
+)
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
 from conftest import GPUSIM, PROFILE_NAMES, fixtures
 from hypothesis import HealthCheck, given, settings
@@ -31,6 +39,19 @@ PARSERS = {
     "mig_instances": (nvidia_smi.parse_mig_instances, None),
     "mig_placements": (nvidia_smi.parse_mig_placements, None),
     "mig_compute": (nvidia_smi.parse_mig_compute_instances, None),
+    # Ubuntu's package index (apt-cache show) through the Canonical driver plan that reads it.
+    "ubuntu_archive": (
+        lambda text: canonical.plan(
+            branch="580",
+            flavour="open",
+            kernel="6.8.0-149-generic",
+            exact=None,
+            index=canonical.parse_index(text),
+            fabricmanager=True,
+            distribution="Ubuntu 24",
+        ),
+        None,
+    ),
 }
 
 

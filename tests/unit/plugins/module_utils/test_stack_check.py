@@ -426,7 +426,13 @@ VALID = [
         "ubuntu-24.04",
         H100,
         {"distribution": "Ubuntu", "distribution_major_version": "24"},
-        [("warning", "distribution", "Ubuntu 24 is not tested: no scenario")],
+        [],
+    ),
+    (
+        "ubuntu-22.04-in-part",
+        H100,
+        {"distribution": "Ubuntu", "distribution_major_version": "22"},
+        [("warning", "distribution", "Ubuntu 22 is tested in part: the collection's CI runs molecule/slurm_cluster")],
     ),
     (
         "rocky-9-untested",
