@@ -110,6 +110,10 @@ lint: venv
 	$(MAKE) --no-print-directory build >/dev/null
 	$(BIN)/ansible-builder create -f execution-environment.yml -c $(CACHE)/ee --output-filename Containerfile >/dev/null
 	test -s $(CACHE)/ee/Containerfile && test -n "$$(ls $(CACHE)/ee/_build/collection/gpuops-cluster-*.tar.gz)"
+	@echo "==> what another execution environment gets from this collection (meta/execution-environment.yml), and only that"
+	$(BIN)/ansible-builder introspect --sanitize .collections >$(CACHE)/ee-introspect.txt
+	grep -q "matplotlib>=3.6  # from collection gpuops.cluster" $(CACHE)/ee-introspect.txt
+	! grep -Eq "(pytest|molecule|ruff|ansible-lint).*from collection gpuops.cluster" $(CACHE)/ee-introspect.txt
 
 # The stack variables are declared once, in the preflight role's argument specs; this writes the
 # files derived from them (stack_check's spec and docs, preflight's defaults and README table).
