@@ -106,6 +106,9 @@ lint: venv
 	$(BIN)/python tests/scripts/stack_spec.py --check
 	@echo "==> the roles' README variables tables match their argument_specs"
 	$(BIN)/python tests/scripts/role_docs.py --check
+	@echo "==> changelog fragments and the release history (antsibull-changelog, as the docsite's build reads them)"
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 	@echo "==> the execution environment definition builds a context (ansible-builder create; pulls nothing)"
 	$(MAKE) --no-print-directory build >/dev/null
 	$(BIN)/ansible-builder create -f execution-environment.yml -c $(CACHE)/ee --output-filename Containerfile >/dev/null

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: containerd_nvidia_dropin
 short_description: The nvidia runtime drop-in of containerd, carrying the root config's CRI table
-version_added: 0.5.0
+version_added: 1.0.0
 description:
   - Writes the drop-in at the version of the C(containerd_plan) filter's answer, with the root
     configuration's whole CRI plugin table and the nvidia runtime added to it (and, optionally, as

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: containerd_plan
 short_description: The configuration version and layout a node's containerd files must have
-version_added: 0.5.0
+version_added: 1.0.0
 description:
   - From C(containerd --version) and the root configuration, the version every drop-in must carry
     and where the CRI runtimes go, with the reason.

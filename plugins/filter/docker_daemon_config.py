@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: docker_daemon_config
 short_description: Merge the NVIDIA runtime settings into a Docker daemon.json, keeping every other key
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads the text of an existing C(/etc/docker/daemon.json) (empty for none) and returns the whole
     configuration with the C(nvidia) runtime added. Keys the file already has stay as they are, other

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: hostlist_compress
 short_description: Write host names as a Slurm hostlist expression
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Groups names that differ only in their last number into C(prefix[range,...]suffix), as Slurm
     writes them (C(node[01-04,07])). Zero padding is part of a group, so C(node1) and C(node01) stay

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: hostlist_expand
 short_description: Every host name of a Slurm hostlist expression
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Expands C(node[01-04,07]) to C(node01) ... C(node07) with Slurm's semantics - several ranges in
     one bracket, zero padding from a range's first bound, several bracketed parts in one name (their

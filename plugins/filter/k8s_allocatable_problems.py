@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: k8s_allocatable_problems
 short_description: The GPU nodes whose allocatable GPUs or MIG slices do not match their facts
-version_added: 0.5.0
+version_added: 1.0.0
 description:
   - Compares each node's C(status.allocatable) with what its facts and MIG layout expect (the
     C(k8s_platform) filter's C(expected)); a node missing from the cluster, or a resource at another

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: k8s_join_config
 short_description: kubeadm's JoinConfiguration (v1beta4) for a GPU worker node
-version_added: 0.5.0
+version_added: 1.0.0
 description:
   - Reads the line C(kubeadm token create --print-join-command) prints on the control plane (the
     API server's endpoint, the token, the CA's hashes) and writes a JoinConfiguration of

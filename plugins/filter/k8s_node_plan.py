@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: k8s_node_plan
 short_description: A Kubernetes GPU node's labels and kubelet settings, with their reasons and problems
-version_added: 0.5.0
+version_added: 1.0.0
 description:
   - The node's labels, from its facts (GPU product and count under the C(gpuops.cluster/) prefix),
     the GPU Operator's per-node opt-outs (C(nvidia.com/gpu.deploy.<component>=false)) for what the

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: k8s_platform
 short_description: What the control side applies for the GPU nodes, from their facts and variables
-version_added: 0.5.0
+version_added: 1.0.0
 description:
   - The Helm values of the GPU Operator over the host stack (driver, toolkit and DCGM off, CDI on,
     NFD only where none runs, the MIG strategy and owner from the nodes' layouts, DRA as an

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: k8s_version_problems
 short_description: Why a Kubernetes version should not be used
-version_added: 0.5.0
+version_added: 1.0.0
 description:
   - Checks an exact Kubernetes version against the collection's table of minors (module_utils/k8s.py,
     from kubernetes.io/releases and the GPU Operator's platform support).

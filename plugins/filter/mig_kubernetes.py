@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: mig_kubernetes
 short_description: What Kubernetes needs of the nodes' MIG layouts
-version_added: 0.5.0
+version_added: 1.0.0
 description:
   - From each node's C(mig_layout), C(mig_owner) and GPU facts, the MIG side of a Kubernetes
     cluster, from the same definition the host and Slurm follow.

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: mig_layout_problems
 short_description: Why a MIG layout cannot be applied to a node's GPUs
-version_added: 0.5.0
+version_added: 1.0.0
 description:
   - Checks a layout (the mig role's C(mig_layout)) against the node's C(ansible_facts.nvidia_gpu),
     that is its shape, the GPU indices it names, whether each GPU can do MIG, and each GPU's profiles

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: mig_parted_config
 short_description: MIG layouts as one nvidia-mig-parted config
-version_added: 0.5.0
+version_added: 1.0.0
 description:
   - Writes one or more layouts (the mig role's C(mig_layout)) as an nvidia-mig-parted v1 config,
     C(all-disabled) included; the host's MIG manager file and the GPU Operator's custom MIG

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: nccl_conf
 short_description: NCCL's settings for a node, from its hardware facts
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Derives the C(/etc/nccl.conf) settings of a node from C(ansible_facts.infiniband)
     (M(gpuops.cluster.ib_facts)) and C(ansible_facts.nvidia_gpu) (M(gpuops.cluster.gpu_facts)).

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: nccl_multi_plan
 short_description: The NCCL measurements across nodes the validate role runs
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Disjoint pairs of nodes on the same compute fabric (an odd node out pairs with a validated
     node of its fabric out of this run where there is one, else with the first),

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: package_spec
 short_description: Turn a resolved package into the name the package manager takes
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Writes one of the C(packages) entries of M(gpuops.cluster.stack_check)'s C(resolved) result
     (C(name) and C(version), the version possibly null or ending in a wildcard) as

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: problems_report
 short_description: Turn a list of stack or host problems into one readable message
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Formats the C(problems) lists of M(gpuops.cluster.stack_check) and M(gpuops.cluster.host_check)
     as one message, errors first, one line per problem with its variable and fix.

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: sinfo_drained
 short_description: The drained Slurm nodes and their reasons, from sinfo
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - The nodes that are drained or draining, with their reason, read from
     C(sinfo -h -N -o '%N|%t|%E'); the validation report reads drain reasons the same way.

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: slurm_node_groups
 short_description: Group hosts of identical hardware under one hostlist expression
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Takes a mapping of host name to node description (see P(gpuops.cluster.slurm_node_spec#filter)) and
     returns one entry per distinct description, its hosts compressed into a Slurm hostlist

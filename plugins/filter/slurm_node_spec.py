@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: slurm_node_spec
 short_description: Describe a node for slurm.conf and gres.conf from its hardware facts
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads the output of C(lscpu -p=CPU,CORE,SOCKET,NODE) and the C(nvidia_gpu) facts of
     M(gpuops.cluster.gpu_facts) and returns the values of the node's slurm.conf line and its

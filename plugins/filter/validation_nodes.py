@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: validation_nodes
 short_description: Gather every node's validation results for the report
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Per host that ran M(gpuops.cluster.node_health), its checks, HCAs, compute ports and fabric,
     its M(gpuops.cluster.nccl_run) result, its GPU facts and its current Slurm drain reason; the

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: workload_tiers
 short_description: The Slurm QOS and the Kubernetes PriorityClasses of the workload tiers
-version_added: 0.5.0
+version_added: 1.0.0
 description:
   - Reads C(workload_tiers), one definition of which work goes first (for example training above
     inference), and returns what each scheduler needs from it, so that Slurm and Kubernetes agree.

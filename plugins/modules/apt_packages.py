@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: apt_packages
 short_description: Install or remove a set of pinned Debian packages, and hold them, in one call
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Reads dpkg's status file first. A set already in place (every package installed at the
     version asked for, or gone, and held as asked) is left alone without opening apt's cache; on a

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: apt_source
 short_description: Add a vendor's apt repository with a signing key checked against its fingerprint, in one call
-version_added: 0.3.0
+version_added: 1.0.0
 description:
   - Downloads the repository's public key from O(key_url) and reads its keys (binary or ASCII
     armour, without gpg). Every primary key in the file must be one of O(key_fingerprint), because

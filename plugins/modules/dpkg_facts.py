@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: dpkg_facts
 short_description: The installed Debian packages as facts, read from dpkg's status file
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Sets C(ansible_facts.packages) in the shape M(ansible.builtin.package_facts) gives (package
     name to a list of C({name, version, arch, source})), for the packages dpkg has installed.

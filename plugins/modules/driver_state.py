@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: driver_state
 short_description: Compare the installed NVIDIA driver with the loaded one and say what it takes to run it
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads the installed driver packages (dpkg's status file, or C(rpm -qa)), C(/proc/modules),
     C(/sys/module/nvidia/version) and the marks container runtimes leave, and changes nothing.

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: fleet_state
 short_description: Record what the cluster-wide files need from each node, kept for the nodes a run does not reach
-version_added: 0.6.0
+version_added: 1.0.0
 description:
   - The one owner of the fleet state - one JSON file per node in O(dir) on the fleet host (the first Slurm
     controller by default; see the P(gpuops.cluster.fleet#role) role). A record has sections, each written by the

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_facts
 short_description: NVIDIA GPUs, NVSwitches and their topology, as facts
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Sets C(ansible_facts.nvidia_gpu) from C(lspci -Dnn), C(nvidia-smi -q -x) and
     C(nvidia-smi topo -m).

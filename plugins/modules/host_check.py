@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: host_check
 short_description: Check that a node is ready for the NVIDIA driver install
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads the node's state and reports what would break or block the NVIDIA stack's install,
     changing nothing.

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: ib_facts
 short_description: InfiniBand and RoCE adapters and ports, as facts
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Sets C(ansible_facts.infiniband) from one run of C(ibstat) (Debian/Ubuntu package
     C(infiniband-diags)).

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: input_rules
 short_description: Check a role's input rules on the controller, all of them in one answer
-version_added: 0.4.0
+version_added: 1.0.0
 description:
   - Each rule is a condition the role's variables and the host's facts must meet, with the message
     that names the variable and the fix. Every broken rule is listed in one failure, so one run shows

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: mig_layout
 short_description: Bring a node's GPUs to a MIG layout, through the MIG manager service
-version_added: 0.5.0
+version_added: 1.0.0
 description:
   - Reads each GPU's MIG mode and its GPU and compute instances (C(nvidia-smi -q -x),
     C(nvidia-smi mig -lgi) and C(-lci)) and compares them with the layout, GPU by GPU.

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: nccl_run
 short_description: Run one nccl-tests measurement and judge its bus bandwidth
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Runs an nccl-tests command (C(all_reduce_perf) through C(srun), C(mpirun) or directly, as
     given in O(argv)), reads its result table and judges the bus bandwidth at the largest message

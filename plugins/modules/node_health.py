@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: node_health
 short_description: Measure a GPU node's health against what its hardware facts lead to expect
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Reads the node fresh (C(nvidia-smi -q -x), C(nvidia-smi nvlink -s), the kernel log since boot,
     C(ibstat), C(ibv_devinfo), sysfs PCIe links of the HCAs, C(/etc/nccl.conf), C(dcgmi diag -r N -j),

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: package_hold
 short_description: Hold or release a list of Debian packages in one call
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Reads dpkg's status file once, and sets the selections that differ with one
     C(dpkg --set-selections); packages already in the wanted state are not touched.

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: slurm_qos
 short_description: Bring Slurm's QOS to the workload tiers through sacctmgr
-version_added: 0.5.0
+version_added: 1.0.0
 description:
   - Reads every QOS once (C(sacctmgr show qos)), adds the missing ones and sets the priority,
     preemption list, preemption mode and grace time of those that differ; a QOS already as

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: stack_check
 short_description: Check a declared NVIDIA software stack against NVIDIA's tables and the node's GPUs
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Evaluates the declared driver, kernel module flavour, CUDA toolkits, cuDNN, NCCL, DCGM and OFED
     choices against NVIDIA's published compatibility tables (CUDA release notes, CUDA compatibility

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: validation_report
 short_description: Judge the whole cluster's validation and write its report (HTML and JSON)
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Runs on the controller, once (C(delegate_to) localhost, C(run_once)). Takes every node's checks
     (gpuops.cluster.node_health) and NCCL measurements (gpuops.cluster.nccl_run), adds the checks
