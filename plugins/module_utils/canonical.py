@@ -255,7 +255,7 @@ def _plan(problems, *, branch, flavour, kernel, exact, index, fabricmanager, dis
         for key in ("fabricmanager", "nscq"):
             found = _at(index.get(n[key], []), release)
             if not found:
-                have = sorted({upstream(e["version"]) for e in index.get(n[key], [])}, key=vtuple)
+                have = sorted({upstream(e["version"]) for e in index.get(n[key], [])} - {None}, key=vtuple)
                 problems.append(
                     (
                         "error",

@@ -134,6 +134,14 @@ def test_an_nvswitch_node_without_multiverse_is_refused_before_anything_changes(
     assert found and "multiverse" in found[0]["fix"]
 
 
+def test_a_fabric_manager_of_an_unreadable_version_is_refused_with_what_the_index_has():
+    """Found by the fuzzer: a version without a dotted upstream part broke the message."""
+    index = dict(NOBLE, **{"nvidia-fabricmanager-580": [{"version": "junk", "depends": ""}]})
+    problems, _resolved = run(H100, index=index, nvidia_driver_kernel=NOBLE_KERNEL)
+    (found,) = [p for p in errors(problems) if "nvidia-fabricmanager-580" in p["message"]]
+    assert "at no version, not at driver 580.178.04" in found["message"]
+
+
 def test_a_pcie_node_needs_no_fabric_manager_from_the_archive():
     problems, resolved = run(L40S, nvidia_driver_kernel=NOBLE_KERNEL)
     assert not errors(problems)
