@@ -85,7 +85,6 @@ DOCA_REPO = DOCA_REPOS["debian12"]
 # (the stand-ins wrap the distribution's daemons): a folder per OS.
 SLURM_SMD_RELEASES = {"debian12": "22.05.8", "debian13": "24.11.5", "ubuntu2204": "21.08.5", "ubuntu2404": "23.11.4"}
 SLURM_SMD_REPOS = {os_name: f"slurm-smd/{os_name}" for os_name in SLURM_SMD_RELEASES}
-SLURM_SMD_REPO = SLURM_SMD_REPOS["debian12"]
 # A repository signed by the wrong key: what a key file that smuggles that key in would open.
 WRONG_SIGNED_REPO = "wrong-signed"
 # pkgs.k8s.io: one repository per Kubernetes minor (core:/stable:/v1.36/deb/, key Release.key
