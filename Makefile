@@ -1,5 +1,5 @@
 # gpuops.cluster — developer entry points. `make test` runs every tier; each tier runs alone too:
-#   make lint | sanity | unit | molecule [SCENARIO=name]
+#   make lint | sanity | unit | galaxy | core-matrix | molecule [SCENARIO=name]
 # Everything Python lives in .venv (from requirements.txt); nothing is installed globally by pip.
 
 SHELL := /bin/bash
@@ -32,12 +32,13 @@ export MOLECULE_IMAGE
 
 ALL_SCENARIOS := $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 # The platform make test runs a scenario on (SCENARIO@DISTRO), where it is not MOLECULE_DISTRO.
-# Every role but mig runs on Ubuntu 24.04: site.yml there (every role it applies), with the driver
-# scenario (NVIDIA's packages, and Canonical's on one node) and k8s_node (containerd 2.2). Slurm
-# runs on its four releases: 21.08 (slurm_cluster on Ubuntu 22.04), 22.05 (mig on Debian 12),
-# 23.11 (site on Ubuntu 24.04) and 24.11 (fleet on Debian 13). The other role scenarios stay on
-# Debian 12 (containerd 1.6 through container_toolkit); they pass on Ubuntu 24.04 by hand.
-CI_PLATFORMS := nvidia_driver@ubuntu2404 site@ubuntu2404 k8s_node@ubuntu2404 slurm_cluster@ubuntu2204 fleet@debian13
+# Every role runs on Ubuntu 24.04: site.yml there (every role it applies), with the driver
+# scenario (NVIDIA's packages, and Canonical's on one node), k8s_node (containerd 2.2) and mig.
+# Slurm runs on its four releases: 21.08 (slurm_cluster on Ubuntu 22.04), 22.05 (the light slurm
+# scenario on Debian 12), 23.11 (site and mig on Ubuntu 24.04) and 24.11 (fleet on Debian 13).
+# The other role scenarios stay on Debian 12 (containerd 1.6 through container_toolkit); they
+# pass on Ubuntu 24.04 by hand.
+CI_PLATFORMS := nvidia_driver@ubuntu2404 site@ubuntu2404 k8s_node@ubuntu2404 mig@ubuntu2404 slurm_cluster@ubuntu2204 fleet@debian13
 SCENARIOS := $(if $(SCENARIO),$(SCENARIO),$(foreach s,$(ALL_SCENARIOS),$(or $(filter $(s)@%,$(CI_PLATFORMS)),$(s))))
 # make test-matrix: every scenario on every platform (outside CI: several hours).
 DISTROS := debian12 debian13 ubuntu2204 ubuntu2404
@@ -45,18 +46,23 @@ MATRIX := $(foreach d,$(DISTROS),$(addsuffix @$(d),$(ALL_SCENARIOS)))
 # The base images a list of SCENARIO[@DISTRO] needs.
 distros_of = $(sort $(foreach s,$(1),$(if $(findstring @,$(s)),$(lastword $(subst @, ,$(s))),$(MOLECULE_DISTRO))))
 GPUSIM_SOURCES := $(wildcard tests/gpusim/repo/*.py tests/gpusim/keys/*.asc)
+# The supported ansible-core releases besides requirements.txt's pin (meta/runtime.yml's range):
+# make core-matrix runs sanity and the unit tests on each.
+ANSIBLE_CORES := 2.20.10 2.21.5
 
 # make test writes one row per step here (tests/scripts/test_times.py) and prints the table at the end.
 TIMES ?= $(CACHE)/test-times.tsv
 export TIMES
 
-.PHONY: help test test-matrix lint sanity unit molecule demo demo-down bench bench-fleet fuzz venv docker image gpusim-repo gpusim-profiles stack-spec role-docs build clean
+.PHONY: help test test-matrix lint sanity unit galaxy core-matrix molecule demo demo-down bench bench-fleet fuzz venv docker image gpusim-repo gpusim-profiles stack-spec role-docs build clean
 
 help:
 	@echo "make demo [DEMO_DISTRO=ubuntu2404]  a simulated GPU cluster in Docker, set up by site.yml (again: re-apply)"
 	@echo "make demo-down               remove the demo cluster"
 	@echo "make test                    every tier: lint, sanity, unit, molecule"
 	@echo "make lint | sanity | unit    one tier"
+	@echo "make galaxy                  galaxy-importer (Automation Hub's rules) and antsibull-docs on the built collection"
+	@echo "make core-matrix             sanity and unit tests on ansible-core $(ANSIBLE_CORES)"
 	@echo "make molecule [SCENARIO=x]   Molecule scenarios (all, or one; x@ubuntu2404 on that platform)"
 	@echo "make test-matrix             every scenario on Debian 12 and 13, Ubuntu 22.04 and 24.04 (hours)"
 	@echo "make bench                   time a no-op site.yml run on the demo cluster (bench/run.py)"
@@ -71,10 +77,10 @@ help:
 test:
 	@mkdir -p $(CACHE); rm -f $(TIMES); \
 	trap 'python3 tests/scripts/test_times.py report $(TIMES)' EXIT; \
-	for step in venv docker $(IMAGE_TARGET) gpusim-repo lint sanity unit; do \
+	for step in venv docker $(IMAGE_TARGET) gpusim-repo lint sanity unit galaxy core-matrix; do \
 	  start=$$(date +%s); \
 	  $(MAKE) --no-print-directory $$step; \
-	  kind=$$(case $$step in lint|sanity|unit) echo tier;; *) echo setup;; esac); \
+	  kind=$$(case $$step in lint|sanity|unit|galaxy|core-matrix) echo tier;; *) echo setup;; esac); \
 	  log=$$([ $$step = unit ] && echo $(CACHE)/unit.log || true); \
 	  python3 tests/scripts/test_times.py record $(TIMES) $$kind $$step $$(( $$(date +%s) - start )) $$log; \
 	done; \
@@ -129,6 +135,15 @@ role-docs: venv
 
 sanity: venv
 	tests/scripts/sanity.sh
+
+# What Galaxy, Automation Hub and the docsite run on the built collection, with ansible-core and only
+# the collections galaxy.yml declares (tests/scripts/galaxy.sh).
+galaxy: venv
+	tests/scripts/galaxy.sh
+
+# ansible-test sanity and the unit tests on the other supported cores (tests/scripts/core-matrix.sh).
+core-matrix: venv
+	tests/scripts/core-matrix.sh $(ANSIBLE_CORES)
 
 unit: venv
 	@echo "==> pytest (unit)"

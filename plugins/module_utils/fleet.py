@@ -82,10 +82,11 @@ def _slurm(data, node, path):
     devices = spec.get("gres_devices")
     _need(isinstance(devices, list), node, path, "node description has no gres_devices list")
     for device in devices:
+        described = isinstance(device, dict) and all(
+            isinstance(value, str) for value in (device.get("type"), device.get("file", device.get("files")))
+        )
         _need(
-            isinstance(device, dict)
-            and isinstance(device.get("type"), str)
-            and isinstance(device.get("file", device.get("files")), str),
+            described,
             node,
             path,
             f"gres device {device!r} has no type and file",

@@ -302,10 +302,10 @@ def refusal(gpu, layout, variable):
     offered = ", ".join(f"{name} (up to {most})" for name, (_s, _z, most) in gpu.profiles.items())
     near = nearest(gpu, layout)
     shown = describe(layout) if isinstance(layout, dict) and layout else repr(layout)
+    why = "; ".join(found)
     text = (
-        f"{variable}: {shown} does not fit a {gpu.model}: "
-        + "; ".join(found)
-        + f". It offers {offered}, at most {gpu.compute} compute slices in all."
+        f"{variable}: {shown} does not fit a {gpu.model}: {why}."
+        f" It offers {offered}, at most {gpu.compute} compute slices in all."
     )
     if near:
         text += " Nearest layouts that fit: " + "; ".join(describe(n) for n in near) + "."
@@ -435,11 +435,10 @@ def layout_problems(layout, nvidia_gpu, variable="mig_layout", driver=None, driv
                 out.append(message)
             found = driver_problems(gpu.get("pci_device_id"), profiles, driver, driver_variable)
             if found:
+                why = "; ".join(found)
                 out.append(
-                    f"{where} puts GPU {index} ({product}) in MIG mode, but "
-                    + "; ".join(found)
-                    + f". Set {driver_variable} to a driver that has it, or leave MIG off on this GPU"
-                    f" (profiles: {{}})."
+                    f"{where} puts GPU {index} ({product}) in MIG mode, but {why}. Set {driver_variable} to a"
+                    " driver that has it, or leave MIG off on this GPU (profiles: {})."
                 )
     return out
 

@@ -43,7 +43,8 @@ def _untagged(line):
         match = _LAUNCHER.match(line) or _MPI_TAG.match(line)
         if not match or not match.end():
             break
-        line = line[match.end() :]
+        rest = match.end()
+        line = line[rest:]
     return line
 
 

@@ -73,7 +73,8 @@ def _header_columns(line, line_number):
     columns = []
     position = 0
     for match in _MULTIWORD.finditer(line):
-        columns.extend(line[position : match.start()].split())
+        start = match.start()
+        columns.extend(line[position:start].split())
         columns.append(" ".join(match.group(0).split()))
         position = match.end()
     columns.extend(line[position:].split())
@@ -157,7 +158,8 @@ def parse_topo(text):
         )
 
     legend = {}
-    for line in lines[number - 1 :]:
+    first = number - 1
+    for line in lines[first:]:
         match = _NIC_LEGEND.match(line)
         if match:
             legend[match.group(1)] = match.group(2)

@@ -38,6 +38,12 @@ KEY_PACKETS = {PUBLIC_KEY, PUBLIC_SUBKEY, SIGNATURE, USER_ID, USER_ATTRIBUTE}
 DROPPED_PACKETS = {MARKER: "marker", TRUST: "trust", PADDING: "padding"}
 
 
+def _octets(data, start, size):
+    """data[start:start + size]."""
+    end = start + size
+    return data[start:end]
+
+
 def _armour_blocks(text, strict):
     """``[(label, binary)]`` of the ASCII-armoured blocks of ``text`` (RFC 4880 section 6.2).
 
@@ -107,7 +113,7 @@ def armour(data):
             if crc & 0x1000000:
                 crc ^= 0x1864CFB
     encoded = base64.b64encode(data).decode("ascii")
-    lines = [encoded[i : i + 64] for i in range(0, len(encoded), 64)]
+    lines = [_octets(encoded, i, 64) for i in range(0, len(encoded), 64)]
     checksum = base64.b64encode((crc & 0xFFFFFF).to_bytes(3, "big")).decode("ascii")
     return "\n".join(
         ["-----BEGIN PGP PUBLIC KEY BLOCK-----", "", *lines, "=" + checksum, "-----END PGP PUBLIC KEY BLOCK-----", ""]
@@ -139,7 +145,7 @@ def _framed(data):
                     raise ParseError(f"the packet at byte {pos} is cut off", command="key file")
                 length, header = ((octet - 192) << 8) + data[pos + 2] + 192, 3
             elif octet == 255:
-                length, header = int.from_bytes(data[pos + 2 : pos + 6], "big"), 6
+                length, header = int.from_bytes(_octets(data, pos + 2, 4), "big"), 6
                 if pos + 6 > end:
                     raise ParseError(f"the packet at byte {pos} is cut off", command="key file")
             else:
@@ -154,15 +160,15 @@ def _framed(data):
             else:
                 if pos + 1 + size > end:
                     raise ParseError(f"the packet at byte {pos} is cut off", command="key file")
-                length, header = int.from_bytes(data[pos + 1 : pos + 1 + size], "big"), 1 + size
+                length, header = int.from_bytes(_octets(data, pos + 1, size), "big"), 1 + size
         body_start = pos + header
         if body_start + length > end:
             raise ParseError(
                 f"the packet at byte {pos} claims {length} bytes, the file has {end - body_start} left",
                 command="key file",
             )
-        raw = None if indeterminate else data[pos : body_start + length]
-        yield tag, data[body_start : body_start + length], raw
+        raw = None if indeterminate else _octets(data, pos, header + length)
+        yield tag, _octets(data, body_start, length), raw
         pos = body_start + length
 
 

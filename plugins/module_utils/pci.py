@@ -154,7 +154,7 @@ def _split_name(desc):
     # "NVIDIA Corporation GH100 [H100 SXM5 80GB]" -> vendor "NVIDIA Corporation", device "GH100 [...]"
     for vendor in ("NVIDIA Corporation", "Mellanox Technologies"):
         if desc.startswith(vendor + " "):
-            return vendor, desc[len(vendor) + 1 :]
+            return vendor, desc.removeprefix(vendor + " ")
     return None, desc
 
 
@@ -198,11 +198,12 @@ def _nn_device(line):
     if not ids:
         return None
     rev = _NN_REV.match(line, ids.end())
-    vendor_name, device_name = _split_name(line[klass.end() : ids.start()].strip())
+    name_start, name_end, class_start, class_end = klass.end(), ids.start(), addr.end(), klass.start()
+    vendor_name, device_name = _split_name(line[name_start:name_end].strip())
     return {
         "pci_bus_id": normalize_bus_id(addr.group("addr")),
         "class_id": klass.group(1).lower(),
-        "class_name": line[addr.end() : klass.start()].strip() or None,
+        "class_name": line[class_start:class_end].strip() or None,
         "vendor_id": ids.group(1).lower(),
         "vendor_name": vendor_name,
         "device_id": ids.group(2).lower(),
@@ -306,12 +307,8 @@ def classify(devices):
         elif device["vendor_id"] == NVIDIA and device["class_id"] == BRIDGE_CLASS:
             nvswitches.append(device)
         elif device["vendor_id"] == MELLANOX and device["class_id"] in NETWORK_CLASSES:
-            hcas.append(
-                dict(
-                    device,
-                    model=HCAS.get(device["device_id"]) or device["device_name"],
-                    virtual_function=device["device_id"] in HCA_VIRTUAL_FUNCTIONS
-                    or "Virtual Function" in (device["device_name"] or ""),
-                )
-            )
+            named_vf = "Virtual Function" in (device["device_name"] or "")
+            virtual_function = device["device_id"] in HCA_VIRTUAL_FUNCTIONS or named_vf
+            model = HCAS.get(device["device_id"]) or device["device_name"]
+            hcas.append(dict(device, model=model, virtual_function=virtual_function))
     return {"gpus": gpus, "nvswitches": nvswitches, "hcas": hcas}

@@ -49,7 +49,8 @@ def _svg(figure):
     figure.savefig(buffer, format="svg", bbox_inches="tight")
     plt.close(figure)
     text = buffer.getvalue()
-    return text[text.find("<svg") :]
+    start = text.find("<svg")
+    return text[start:]
 
 
 def _pyplot():

@@ -660,9 +660,9 @@ def _dcgm_versions(c, stack):
         c.error(
             "dcgm_exporter_version",
             f"dcgm-exporter {exporter} is built for DCGM {built_for}, not {base}.",
-            "set dcgm_version and dcgm_exporter_version to one of NVIDIA's pairs: "
-            + "; ".join(f"{dcgm} with exporter {exp}" for exp, dcgm in pairs.items())
-            + ".",
+            "set dcgm_version and dcgm_exporter_version to one of NVIDIA's pairs: {}.".format(
+                "; ".join(f"{dcgm} with exporter {exp}" for exp, dcgm in pairs.items())
+            ),
         )
     return version, exporter
 
@@ -1004,8 +1004,7 @@ def decisions(resolved, stack, hw, reasons):
             "declared nvidia_driver_version"
             if stack.get("nvidia_driver_version")
             else (
-                "the node's package index (Canonical's archive or its mirror): "
-                + (
+                "the node's package index (Canonical's archive or its mirror): {}".format(
                     "the release the kernel's precompiled modules were built for"
                     if driver["modules"] == "precompiled"
                     else "its newest release"
@@ -1040,8 +1039,9 @@ def decisions(resolved, stack, hw, reasons):
             add(
                 "CUDA toolkits",
                 "{} (default {})".format(", ".join(cuda["versions"]), cuda["default"]),
-                "declared cuda_versions; default "
-                + ("declared cuda_default_version" if stack.get("cuda_default_version") else "the newest of them"),
+                "declared cuda_versions; default {}".format(
+                    "declared cuda_default_version" if stack.get("cuda_default_version") else "the newest of them"
+                ),
             )
             add(
                 "CUDA forward compatibility",
@@ -1062,8 +1062,7 @@ def decisions(resolved, stack, hw, reasons):
             add(
                 "NCCL",
                 "{}+cuda{}".format(resolved["nccl"]["version"], resolved["nccl"]["cuda_build"]),
-                "declared nccl_version, "
-                + (
+                "declared nccl_version, {}".format(
                     "its build pinned there"
                     if resolved["nccl"]["pinned_build"]
                     else "the build for the default toolkit"

@@ -903,7 +903,7 @@ def drained_for(reason, prefix="gpuops-validate: "):
     if not reason.startswith(prefix):
         return []
     names = []
-    for item in reason[len(prefix) :].split(", "):
+    for item in reason.removeprefix(prefix).split(", "):
         check = item.strip().split(" ", 1)[0]
         if re.fullmatch(r"[a-z][a-z0-9_]*", check) and check not in names:
             names.append(check)
@@ -983,7 +983,7 @@ def multi_node_plan(nodes, overrides=None, whole_set=True, partners=None):
                 )
             )
             continue
-        pairs = [hosts[i : i + 2] for i in range(0, len(hosts) - 1, 2)]
+        pairs = [[hosts[i], hosts[i + 1]] for i in range(0, len(hosts) - 1, 2)]
         if len(hosts) % 2:
             pairs.append([hosts[-1], partner or hosts[0]])
         groups = [("nccl_pair", pair) for pair in pairs]

@@ -186,12 +186,8 @@ def _apt_leftovers(host):
 def _problems(params, node):
     found = []
     headers = node["kernel_headers"]
-    if (
-        params["kernel_headers"] != "ignore"
-        and params["dkms"]
-        and not headers["installed"]
-        and not headers["candidate"]
-    ):
+    headers_missing = not headers["installed"] and not headers["candidate"]
+    if params["kernel_headers"] != "ignore" and params["dkms"] and headers_missing:
         found.append(
             problem(
                 params["kernel_headers"],

@@ -63,7 +63,14 @@ def members(profile: str) -> dict[str, tuple[bytes, int]]:
     if not (HERE / "profiles" / f"{profile}.yml").is_file() or not folder.is_dir():
         known = sorted(p.stem for p in (HERE / "profiles").glob("*.yml"))
         raise SystemExit(f"pack.py: no gpusim profile {profile!r}; the profiles are {', '.join(known)}")
-    files = {f"{where}/{name}": ((HERE / "bin" / name).read_bytes(), 0o755) for name, where in TOOLS.items()}
+    # The tools' sources say #!/usr/bin/env python (ansible-test's sanity); the nodes have python3 only.
+    files = {
+        f"{where}/{name}": (
+            (HERE / "bin" / name).read_bytes().replace(b"#!/usr/bin/env python\n", b"#!/usr/bin/python3\n", 1),
+            0o755,
+        )
+        for name, where in TOOLS.items()
+    }
     files.update(
         {f"usr/share/gpusim/profile/{p.name}": (p.read_bytes(), 0o644) for p in folder.iterdir() if p.is_file()}
     )

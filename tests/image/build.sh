@@ -71,9 +71,16 @@ if [ "$(id -u)" != 0 ]; then
 fi
 if ! command -v debootstrap >/dev/null 2>&1; then
   if [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then
-    echo "==> installing debootstrap"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null ||
-      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+    # make image builds the platforms side by side: one of them installs debootstrap, under a
+    # lock, and the others wait for it (apt-get run twice at once fails on dpkg's lock).
+    exec {apt_lock}>/var/lock/gpuops-image-apt.lock
+    flock "$apt_lock"
+    if ! command -v debootstrap >/dev/null 2>&1; then
+      echo "==> installing debootstrap"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null ||
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+    fi
+    flock -u "$apt_lock"
   else
     echo "ERROR: debootstrap is missing; install it, or set MOLECULE_IMAGE to a ready image." >&2
     exit 1

@@ -8,13 +8,22 @@
 # apart from the project's .venv.
 set -euo pipefail
 
+#
+# ANSIBLE_CORE=2.21.5 runs another ansible-core than requirements.txt's pin (make core-matrix), in
+# .cache/core-<version> with a Python that core supports (tests/scripts/core-python.sh).
 top=$(cd "$(dirname "$0")/../.." && pwd)
-venv="$top/.cache/sanity-venv"
-core=$(grep -E '^ansible-core==' "$top/requirements.txt")
+if [ -n "${ANSIBLE_CORE:-}" ]; then
+  core="ansible-core==$ANSIBLE_CORE"
+  venv="$top/.cache/core-$ANSIBLE_CORE"
+else
+  core=$(grep -E '^ansible-core==' "$top/requirements.txt")
+  venv="$top/.cache/sanity-venv"
+fi
 if [ ! -x "$venv/bin/ansible-test" ] || [ "$(cat "$venv/.core" 2>/dev/null)" != "$core" ]; then
-  echo "==> creating $venv with $core"
+  interpreter=$("$top/tests/scripts/core-python.sh" "${core#ansible-core==}")
+  echo "==> creating $venv with $core ($("$interpreter" --version))"
   rm -rf "$venv"
-  python3 -m venv "$venv"
+  "$interpreter" -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "$core"
   echo "$core" >"$venv/.core"
 fi
@@ -53,6 +62,6 @@ git -C "$dest" init -q
 git -C "$dest" add -A
 
 cd "$dest"
-python=$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
-echo "==> ansible-test sanity (python $python)"
+python=$(python -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+echo "==> ansible-test sanity ($core, python $python)"
 ansible-test sanity --local --requirements --python "$python" --color no "$@"

@@ -183,8 +183,15 @@ class Package:
         return f"{self.name}_{version}_amd64.deb"
 
 
+def node_program(text: str) -> str:
+    """A stand-in program as installed on a node. The source says #!/usr/bin/env python, the one
+    Python shebang ansible-test's sanity allows outside modules; the test nodes have python3 and no
+    python, so the installed copy names the node's interpreter."""
+    return re.sub(r"\A#!/usr/bin/env python\n", "#!/usr/bin/python3\n", text)
+
+
 def _template(name: str, **values: str) -> str:
-    text = (HERE / name).read_text()
+    text = node_program((HERE / name).read_text())
     for key, value in values.items():
         text = text.replace(f"@{key}@", value)
     return text

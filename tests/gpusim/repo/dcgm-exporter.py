@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python
 # gpusim stand-in for dcgm-exporter, shipped by the stand-in datacenter-gpu-manager-exporter. Like
 # the real one it takes -a/--address (default :9400), -c/--collect-interval, -f/--collectors (a CSV of DCGM field, type,
 # help) and -r/--remote-hostengine-info; it refuses a collectors file with a field it does not

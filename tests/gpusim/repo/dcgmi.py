@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python
 # gpusim stand-in for dcgmi, shipped by the stand-in datacenter-gpu-manager-4-core: `dcgmi discovery -l`
 # [--host HOST[:PORT]] connects to nv-hostengine (127.0.0.1:5555 by default) and lists the GPUs the
 # driver reports; like the real one it fails when the host engine does not answer. `dcgmi diag -r N

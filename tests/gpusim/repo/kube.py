@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python
 # gpusim stand-in for Kubernetes @VERSION@: kubeadm, kubelet, kubectl and crictl in one program,
 # installed under each name by the stand-in packages of the pkgs.k8s.io layout. No container runs:
 #

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python
 # gpusim stand-in for nvidia-ctk, shipped by the stand-in nvidia-container-toolkit-base. It covers
 # what the container_toolkit and k8s_node roles run: --version, `cdi generate --output=FILE` (a CDI
 # spec of the GPUs the driver reports, one device per index and per UUID plus "all"), `cdi list`,

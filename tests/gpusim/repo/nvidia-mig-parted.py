@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python
 # gpusim stand-in for nvidia-mig-parted @VERSION@, shipped by the stand-in nvidia-mig-manager
 # package. It reads a mig-parted v1 config as the real tool does (api/spec/v1: version v1,
 # mig-configs, each entry devices / mig-enabled / mig-devices / device-filter, unknown fields

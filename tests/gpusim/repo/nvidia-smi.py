@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python
 # gpusim stand-in for nvidia-smi, shipped by the stand-in driver package. It reports the
 # node's profile (the hardware) with the version of the driver package that installed it.
 # Supports: (no args), -L, -q -x, topo -m|--matrix, nvlink -s|--status [-i N], --version,

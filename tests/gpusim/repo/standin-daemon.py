@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python
 # gpusim stand-in for an NVIDIA service daemon (nv-fabricmanager, nvidia-persistenced,
 # nv-hostengine). It stays in the foreground so systemd sees a running service, listens where
 # the real one does when it has a port (nv-hostengine's -b/--bind-interface and -p/--port move it),

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# make core-matrix: ansible-test sanity and the unit tests on each ansible-core given (the supported
+# cores other than requirements.txt's pin, which make sanity and make unit run), each in
+# .cache/core-<version> with a Python that core supports. The unit tests' own packages come at
+# requirements.txt's pins.
+#   core-matrix.sh 2.20.10 2.21.5
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+[ "$#" -gt 0 ] || { echo "usage: core-matrix.sh ANSIBLE_CORE_VERSION..." >&2; exit 2; }
+unit_packages=$(grep -E '^(pytest|hypothesis|PyYAML|jmespath|kubernetes|matplotlib|networkx)==' requirements.txt)
+results=()
+for core in "$@"; do
+  start=$(date +%s)
+  ANSIBLE_CORE=$core tests/scripts/sanity.sh
+  venv=.cache/core-$core
+  if [ "$(cat "$venv/.unit" 2>/dev/null)" != "$unit_packages" ]; then
+    echo "==> the unit tests' packages into $venv"
+    # shellcheck disable=SC2086 # one requirement per word
+    "$venv/bin/pip" install --quiet --disable-pip-version-check $unit_packages
+    echo "$unit_packages" >"$venv/.unit"
+  fi
+  echo "==> pytest (unit) on ansible-core $core"
+  PATH="$top/$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -rf tests/unit | grep -Ev '^[.sxF]+ +\[ *[0-9]+%\]$'
+  results+=("ansible-core $core ($("$venv/bin/python" --version)): sanity and unit passed in $(($(date +%s) - start)) s")
+done
+printf '%s\n' "${results[@]}"
