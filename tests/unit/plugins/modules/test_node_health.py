@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import pytest
 from ansible.module_utils import basic
@@ -18,15 +19,21 @@ from module_harness import Node, run_module
 DRIVER = "580.95.05"
 
 
+def this_python(program: str) -> str:
+    """A stand-in's source, run by this Python: its shebang (#!/usr/bin/env python, ansible-test's)
+    finds no python on the PATH the stand-ins run with."""
+    return f"#!{sys.executable}\n" + program.split("\n", 1)[1]
+
+
 @pytest.fixture
 def stand_ins(tmp_path, monkeypatch):
     """A bin folder of the gpusim stand-ins, run for real, and a node root with dpkg's status."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    smi = (GPUSIM / "repo" / "nvidia-smi.py").read_text()
+    smi = this_python((GPUSIM / "repo" / "nvidia-smi.py").read_text())
     (bin_dir / "nvidia-smi").write_text(smi.replace("@DRIVER_VERSION@", DRIVER).replace("@CUDA_VERSION@", "12.8"))
     for tool in ("ibstat", "ibv_devinfo", "dmesg", "lspci"):
-        (bin_dir / tool).write_text((GPUSIM / "bin" / tool).read_text())
+        (bin_dir / tool).write_text(this_python((GPUSIM / "bin" / tool).read_text()))
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     root = tmp_path / "root"
@@ -145,8 +152,7 @@ def test_output_a_parser_cannot_read_is_a_failed_check_naming_the_command(stand_
         "else exec " + str(tmp_path / "real-smi") + ' "$@"; fi\n'
     )
     (tmp_path / "real-smi").write_text(
-        (GPUSIM / "repo" / "nvidia-smi.py")
-        .read_text()
+        this_python((GPUSIM / "repo" / "nvidia-smi.py").read_text())
         .replace("@DRIVER_VERSION@", DRIVER)
         .replace("@CUDA_VERSION@", "12.8")
     )
