@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / ".collections"))
 
 from ansible_collections.gpuops.cluster.plugins.module_utils import (  # noqa: E402
+    apt_index,
     canonical,
     dcgm,
     gpu_inventory,
@@ -77,6 +78,18 @@ HOSTILE = {
     "apt-cache show: a 200k-alternative Depends, then module_driver": (
         lambda text: canonical.module_driver(canonical.parse_index(text)["p"][0], "580"),
         "Package: p\nVersion: 1\nDepends: " + "a (>= 1) | " * 200000 + "\n",
+    ),
+    "Packages: a 200k-alternative Depends, then the closure": (
+        lambda text: apt_index.closure([("p", None)], apt_index.parse_packages(text)),
+        "Package: p\nVersion: 1\nArchitecture: amd64\nFilename: p.deb\nSize: 1\nSHA256: "
+        + "0" * 64
+        + "\nDepends: "
+        + "a (>= 1) | " * 200000
+        + "b\n",
+    ),
+    "Debian versions: two 100k-character upstream parts": (
+        lambda text: apt_index.compare_versions(text + "a", text + "b"),
+        "1" + "0.a~" * 25000,
     ),
     "hostlist_expand: n[1-100000]": (hostlist.hostlist_expand, "n[1-100000]"),
     "hostlist_expand: a[1-1000]b[1-1000] (refused)": (hostlist.hostlist_expand, "a[1-1000]b[1-1000]"),

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / ".collections"))
 
 from ansible_collections.gpuops.cluster.plugins.module_utils import (  # noqa: E402
+    apt_index,
     dcgm,
     ibstat,
     k8s,
@@ -59,6 +60,13 @@ READERS = {
     "nccl_tests": (nccl_tests.parse_nccl_tests, "nccl_tests"),
     "dcgmi_diag": (dcgm.parse_dcgmi_diag, "dcgmi_diag"),
     "containerd_plan": (lambda text: k8s.containerd_plan(DEBIAN_CONTAINERD, text), "containerd"),
+    # A repository's Packages index, through what the air-gap manifest takes from it.
+    "packages_index": (
+        lambda text: apt_index.closure(
+            [("linux-modules-nvidia-580-server-open-6.8.0-149-generic", None)], apt_index.parse_packages(text)
+        ),
+        "ubuntu_archive",
+    ),
 }
 # What the mutations splice in: the readers' own separators, huge and odd numbers, characters that
 # str.isdigit() takes and int() refuses, lone surrogates, launcher prefixes.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpuops.cluster.plugins.module_utils import (
+    apt_index,
     canonical,
     dcgm,
     ibstat,
@@ -52,13 +53,22 @@ PARSERS = {
         ),
         None,
     ),
+    # The same captures as a Packages index, through what the air-gap manifest takes from it.
+    "packages_index": (
+        lambda text: apt_index.closure(
+            [("linux-modules-nvidia-580-server-open-6.8.0-149-generic", None)], apt_index.parse_packages(text)
+        ),
+        None,
+    ),
 }
+# Parsers that read another parser's captures.
+FOLDERS = {"packages_index": "ubuntu_archive"}
 
 
 def corpus(kind):
     # The MIG captures share one folder; each parser is fuzzed on all of them (the others' tables
     # are hostile input to it).
-    texts = [path.read_text() for path in fixtures("mig" if kind.startswith("mig") else kind)]
+    texts = [path.read_text() for path in fixtures("mig" if kind.startswith("mig") else FOLDERS.get(kind, kind))]
     if PARSERS[kind][1]:
         texts += [(GPUSIM / "profiles" / name / PARSERS[kind][1]).read_text() for name in PROFILE_NAMES]
     return texts
