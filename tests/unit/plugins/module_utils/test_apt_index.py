@@ -75,10 +75,11 @@ needs_dpkg = pytest.mark.skipif(shutil.which("dpkg") is None, reason="dpkg is th
 
 
 @needs_dpkg
-@pytest.mark.parametrize(("a", "b"), PAIRS)
-def test_version_order_is_dpkgs(a, b):
-    assert apt_index.compare_versions(a, b) == dpkg_order(a, b)
-    assert apt_index.compare_versions(b, a) == -dpkg_order(a, b)
+@pytest.mark.parametrize(("first", "second"), PAIRS)
+def test_version_order_is_dpkgs(first, second):
+    assert apt_index.compare_versions(first, second) == dpkg_order(first, second)
+    swapped = (second, first)
+    assert apt_index.compare_versions(*swapped) == -dpkg_order(first, second)
 
 
 VERSIONS = st.builds(
