@@ -72,27 +72,21 @@ help:
 	@echo "make role-docs               write each role's README variables table from its argument_specs"
 	@echo "make venv | docker | image | gpusim-repo | build | clean"
 
-# Every tier, each setup step, tier and scenario timed; the table is printed even when a step fails,
-# so a slow or failed run says where its time went. The setup and lint come first (a lint error
-# stops the run at once); the other tiers (BESIDE_TIERS) then run beside Molecule, niced, in the CPU
-# its scenarios leave idle (tests/scripts/beside.sh), and the run waits for both.
-BESIDE_TIERS := sanity unit galaxy core-matrix
+# Every tier in order, each setup step, tier and scenario timed; the table is printed even when a
+# step fails, so a slow or failed run says where its time went.
 test:
 	@mkdir -p $(CACHE); rm -f $(TIMES); \
 	trap 'python3 tests/scripts/test_times.py report $(TIMES)' EXIT; \
-	for step in venv docker $(IMAGE_TARGET) gpusim-repo lint; do \
+	for step in venv docker $(IMAGE_TARGET) gpusim-repo lint sanity unit galaxy core-matrix; do \
 	  start=$$(date +%s); \
 	  $(MAKE) --no-print-directory $$step; \
-	  kind=$$(case $$step in lint) echo tier;; *) echo setup;; esac); \
-	  python3 tests/scripts/test_times.py record $(TIMES) $$kind $$step $$(( $$(date +%s) - start )); \
+	  kind=$$(case $$step in lint|sanity|unit|galaxy|core-matrix) echo tier;; *) echo setup;; esac); \
+	  log=$$([ $$step = unit ] && echo $(CACHE)/unit.log || true); \
+	  python3 tests/scripts/test_times.py record $(TIMES) $$kind $$step $$(( $$(date +%s) - start )) $$log; \
 	done; \
 	start=$$(date +%s); \
-	tests/scripts/beside.sh $(BESIDE_TIERS) & beside=$$!; \
-	rc=0; $(MAKE) --no-print-directory molecule || rc=$$?; \
-	wait $$beside || rc=1; \
-	python3 tests/scripts/test_times.py record $(TIMES) wall \
-	  "molecule, $${MOLECULE_JOBS:-2} at a time, tiers beside" $$(( $$(date +%s) - start )); \
-	[ $$rc = 0 ]; \
+	$(MAKE) --no-print-directory molecule; \
+	python3 tests/scripts/test_times.py record $(TIMES) wall "molecule, $${MOLECULE_JOBS:-2} at a time" $$(( $$(date +%s) - start )); \
 	echo "==> all tiers passed"
 
 venv: $(VENV)/.stamp

@@ -68,19 +68,3 @@ def test_with_scenarios_side_by_side_the_total_counts_molecules_wall_time(tmp_pa
     lines = out.splitlines()
     assert [line.split()[0] for line in lines[3:7]] == ["lint", "molecule,", "site", "gpusim"]
     assert "  total                             668  11:08" in out
-
-
-def test_tiers_beside_molecule_are_shown_and_not_counted_again(tmp_path):
-    times = tmp_path / "times.tsv"
-    unit = tmp_path / "unit.log"
-    unit.write_text("==== 1333 passed in 90s ====\n")
-    rows = [["tier", "lint", "70"], ["beside", "unit", "130", str(unit)], ["beside", "core-matrix", "600"],
-            ["scenario", "site", "800"], ["wall", "molecule, 2 at a time, tiers beside", "2500"]]  # fmt: skip
-    for args in rows:
-        subprocess.run([sys.executable, str(SCRIPT), "record", str(times), *args], check=True)
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "report", str(times)], check=True, capture_output=True, text=True
-    ).stdout
-    assert "  unit (beside)" in out and "  core-matrix (beside)" in out
-    assert "  total                            2570  42:50" in out
-    assert "unit tests passed: 1333" in out
