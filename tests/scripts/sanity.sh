@@ -46,7 +46,10 @@ fi
 pip_version=$(grep -oE "pip='[0-9.]+'" "$venv"/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py |
   grep -oE '[0-9.]+')
 mkdir -p "$HOME/.ansible/test/cache"
-cp "$top/tests/scripts/get_pip_offline.py" "$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
+# make core-matrix runs several cores at once: each writes its copy whole, then renames it.
+bootstrap="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
+cp "$top/tests/scripts/get_pip_offline.py" "$bootstrap.$$"
+mv -f "$bootstrap.$$" "$bootstrap"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpuops-sanity.XXXXXX")
 trap 'rm -rf "$work"' EXIT
