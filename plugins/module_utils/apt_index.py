@@ -10,9 +10,9 @@ comes from the distribution's own mirror and is listed as such. Pure functions o
 
 from __future__ import annotations
 
-import fnmatch
 import re
 
+from ansible_collections.gpuops.cluster.plugins.module_utils.dpkg import version_matches as matches_pin
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
 
 COMMAND = "Packages index"
@@ -107,17 +107,6 @@ def satisfies(version, op, wanted):
         ">": order >= 0,  # obsolete spelling of >=
         ">>": order > 0,
     }[op]
-
-
-def matches_pin(version, pin):
-    """Whether ``version`` is the one a pin asks for: exact, or apt-get's trailing-* glob; a pin
-    without an epoch matches the version with or without one."""
-    if not pin:
-        return True
-    candidates = [version] if ":" in pin else [version, version.split(":", 1)[-1]]
-    if "*" in pin:
-        return any(fnmatch.fnmatchcase(candidate, pin) for candidate in candidates)
-    return pin in candidates
 
 
 # --- the index --------------------------------------------------------------------------------------
@@ -225,22 +214,6 @@ def _sort_newest_first(entries):
             entries[j + 1] = entries[j]
             j -= 1
         entries[j + 1] = entry
-
-
-def merge(*indexes):
-    """One index of several (the repositories one upstream variable names)."""
-    out = {}
-    for index in indexes:
-        for name, entries in index.items():
-            known = out.setdefault(name, [])
-            for entry in entries:
-                if not any(
-                    e["version"] == entry["version"] and e["architecture"] == entry["architecture"] for e in known
-                ):
-                    known.append(entry)
-    for entries in out.values():
-        _sort_newest_first(entries)
-    return out
 
 
 # --- what a set of requests takes from the index ------------------------------------------------------
