@@ -32,18 +32,15 @@ export MOLECULE_IMAGE
 
 ALL_SCENARIOS := $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 # The platform make test runs a scenario on (SCENARIO@DISTRO), where it is not MOLECULE_DISTRO.
-# Every role but mig runs on Ubuntu 24.04: site.yml there (every role it applies), with the driver
-# scenario (NVIDIA's packages, and Canonical's on one node) and k8s_node (containerd 2.2). Slurm
-# runs on its four releases: 21.08 (slurm_cluster on Ubuntu 22.04), 22.05 (mig on Debian 12),
-# 23.11 (site on Ubuntu 24.04) and 24.11 (fleet on Debian 13). The other role scenarios stay on
-# Debian 12 (containerd 1.6 through container_toolkit); they pass on Ubuntu 24.04 by hand.
-# mig passes on Ubuntu 24.04 alone but failed there once on a loaded machine (slurmd registered
-# 32 of the new layout's 56 MIG devices); it stays on Debian 12 until that is understood.
-CI_PLATFORMS := nvidia_driver@ubuntu2404 site@ubuntu2404 k8s_node@ubuntu2404 slurm_cluster@ubuntu2204 fleet@debian13
-# Scenarios make test leaves out: slurm (the slurm role alone, for a Slurm release no other
-# scenario has on its platform) while mig keeps Debian 12's Slurm 22.05 in CI. make test-matrix
-# and make molecule SCENARIO=slurm run it.
-CI_SKIP := slurm
+# Every role runs on Ubuntu 24.04: site.yml there (every role it applies), with the driver
+# scenario (NVIDIA's packages, and Canonical's on one node), k8s_node (containerd 2.2) and mig.
+# Slurm runs on its four releases: 21.08 (slurm_cluster on Ubuntu 22.04), 22.05 (slurm, the role
+# alone, on Debian 12), 23.11 (site and mig on Ubuntu 24.04) and 24.11 (fleet on Debian 13). The
+# other role scenarios stay on Debian 12 (containerd 1.6 through container_toolkit); they pass on
+# Ubuntu 24.04 by hand.
+CI_PLATFORMS := nvidia_driver@ubuntu2404 site@ubuntu2404 k8s_node@ubuntu2404 mig@ubuntu2404 slurm_cluster@ubuntu2204 fleet@debian13
+# Scenarios make test leaves out (none now; make test-matrix runs every scenario everywhere).
+CI_SKIP :=
 SCENARIOS := $(if $(SCENARIO),$(SCENARIO),$(foreach s,$(filter-out $(CI_SKIP),$(ALL_SCENARIOS)),$(or $(filter $(s)@%,$(CI_PLATFORMS)),$(s))))
 # make test-matrix: every scenario on every platform (outside CI: several hours).
 DISTROS := debian12 debian13 ubuntu2204 ubuntu2404
@@ -77,18 +74,30 @@ help:
 	@echo "make role-docs               write each role's README variables table from its argument_specs"
 	@echo "make venv | docker | image | gpusim-repo | build | clean"
 
-# Every tier in order, each setup step, tier and scenario timed; the table is printed even when a
-# step fails, so a slow or failed run says where its time went.
+# Every tier, each setup step, tier and scenario timed; the table is printed even when a step fails,
+# so a slow or failed run says where its time went. Docker and the base images are set up beside
+# the tiers before Molecule (most of that waits on the archives; log: .cache/setup-images.log);
+# Molecule waits for them. The tiers run in groups (tests/scripts/tiers.sh), a group's tiers side by
+# side: each is mostly one process. Molecule runs alone after them: its two scenarios at a time
+# keep both cores busy (a third job, or the tiers beside it, made every scenario about twice as slow).
+TIER_GROUPS := "lint sanity" "unit galaxy" core-matrix
 test:
 	@mkdir -p $(CACHE); rm -f $(TIMES); \
 	trap 'python3 tests/scripts/test_times.py report $(TIMES)' EXIT; \
-	for step in venv docker $(IMAGE_TARGET) gpusim-repo lint sanity unit galaxy core-matrix; do \
+	( start=$$(date +%s); rc=0; \
+	  $(MAKE) --no-print-directory docker $(IMAGE_TARGET) >$(CACHE)/setup-images.log 2>&1 || rc=$$?; \
+	  python3 tests/scripts/test_times.py record $(TIMES) beside "docker, images (beside the tiers)" $$(( $$(date +%s) - start )); \
+	  exit $$rc ) & images=$$!; \
+	for step in venv gpusim-repo; do \
 	  start=$$(date +%s); \
 	  $(MAKE) --no-print-directory $$step; \
-	  kind=$$(case $$step in lint|sanity|unit|galaxy|core-matrix) echo tier;; *) echo setup;; esac); \
-	  log=$$([ $$step = unit ] && echo $(CACHE)/unit.log || true); \
-	  python3 tests/scripts/test_times.py record $(TIMES) $$kind $$step $$(( $$(date +%s) - start )) $$log; \
+	  python3 tests/scripts/test_times.py record $(TIMES) setup $$step $$(( $$(date +%s) - start )); \
 	done; \
+	tests/scripts/tiers.sh $(TIER_GROUPS); \
+	start=$$(date +%s); \
+	if ! wait $$images; then cat $(CACHE)/setup-images.log; echo "ERROR: docker or a base image failed (above)" >&2; exit 1; fi; \
+	cat $(CACHE)/setup-images.log; \
+	python3 tests/scripts/test_times.py record $(TIMES) setup "waiting for the images" $$(( $$(date +%s) - start )); \
 	start=$$(date +%s); \
 	$(MAKE) --no-print-directory molecule; \
 	python3 tests/scripts/test_times.py record $(TIMES) wall "molecule, $${MOLECULE_JOBS:-2} at a time" $$(( $$(date +%s) - start )); \

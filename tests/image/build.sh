@@ -72,8 +72,9 @@ fi
 if ! command -v debootstrap >/dev/null 2>&1; then
   if [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then
     # make image builds the platforms side by side: one of them installs debootstrap, under a
-    # lock, and the others wait for it (apt-get run twice at once fails on dpkg's lock).
-    exec {apt_lock}>/var/lock/gpuops-image-apt.lock
+    # lock, and the others wait for it (apt-get run twice at once fails on dpkg's lock). make test's
+    # other apt-get calls (docker.io, shellcheck) take the same lock.
+    exec {apt_lock}>/var/lock/gpuops-apt.lock
     flock "$apt_lock"
     if ! command -v debootstrap >/dev/null 2>&1; then
       echo "==> installing debootstrap"

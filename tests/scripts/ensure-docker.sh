@@ -31,8 +31,8 @@ fi
 if ! command -v dockerd >/dev/null 2>&1; then
   echo "==> installing docker.io from the distribution"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq docker.io >/dev/null
+  # make test's apt-get calls take one lock (tests/image/build.sh): they may run side by side.
+  flock /var/lock/gpuops-apt.lock sh -c 'apt-get update -qq && apt-get install -y -qq docker.io >/dev/null'
 fi
 
 if ! engine_up; then

@@ -33,7 +33,9 @@ export PATH="$venv/bin:$PATH"
 if ! command -v shellcheck >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "==> installing shellcheck (Debian's package), which ansible-test sanity runs"
-    apt-get install -y -qq shellcheck >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; }
+    # make test's apt-get calls take one lock (tests/image/build.sh): they may run side by side.
+    flock /var/lock/gpuops-apt.lock sh -c \
+      'apt-get install -y -qq shellcheck >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; }'
   else
     echo "ERROR: shellcheck is not installed, and ansible-test sanity skips its shell check without it." \
       "Install it (apt-get install shellcheck) and run again." >&2

@@ -6,9 +6,11 @@
                                                        for its "N passed" (unit tier, Molecule verify)
     test_times.py report FILE [--budget S]             print the table, the total and the share of CI
 
-KIND is setup, tier, scenario or wall (the Molecule tier's own wall time: scenarios run side by
-side, so the total counts it instead of their sum). A scenario's verify count is the last pytest summary in its log
-(testinfra runs in Molecule's verify step). Standard library only: it runs before the virtualenv.
+KIND is setup, tier, scenario, wall (the Molecule tier's own wall time: scenarios run side by
+side, so the total counts it instead of their sum) or beside (a step that ran beside others, shown
+indented: the total counts its group's wall time, or the time waited for it, instead). A
+scenario's verify count is the last pytest summary in its log (testinfra runs in Molecule's verify
+step). Standard library only: it runs before the virtualenv.
 """
 
 from __future__ import annotations
@@ -53,16 +55,24 @@ def report(args: argparse.Namespace) -> None:
             kind, name, seconds, count = line.split("\t")
             rows.append((kind, name, int(seconds), int(count) if count else None))
     # Setup steps and tiers in the order they ran, then Molecule's wall time, then its scenarios.
-    rows.sort(key=lambda r: {"setup": 0, "tier": 0, "wall": 1, "scenario": 2}[r[0]])
+    rows.sort(key=lambda r: {"setup": 0, "tier": 0, "beside": 0, "wall": 1, "scenario": 2}[r[0]])
     walls = [r for r in rows if r[0] == "wall"]
-    total = sum(r[2] for r in rows if r[0] != ("scenario" if walls else "wall"))
-    unit = sum(r[3] or 0 for r in rows if r[0] == "tier" and r[1] == "unit")
+    total = sum(r[2] for r in rows if r[0] not in ("beside", "scenario" if walls else "wall"))
+    unit = sum(r[3] or 0 for r in rows if r[0] in ("tier", "beside") and r[1] == "unit")
     verify = sum(r[3] or 0 for r in rows if r[0] == "scenario")
     print()
     print("==> make test: time per tier and scenario")
     print(f"  {'step':<28} {'seconds':>8} {'m:ss':>6} {'tests passed':>13}")
     for kind, name, seconds, count in rows:
-        label = f"  {name}" if kind == "scenario" and walls else f"molecule {name}" if kind == "scenario" else name
+        label = (
+            f"  {name}"
+            if kind == "scenario" and walls
+            else f"molecule {name}"
+            if kind == "scenario"
+            else f"  {name}"
+            if kind == "beside"
+            else name
+        )
         print(f"  {label:<28} {seconds:>8} {fmt(seconds):>6} {'' if count is None else count:>13}")
     print(f"  {'total':<28} {total:>8} {fmt(total):>6}")
     print(f"  share of CI's {args.budget} s: {100 * total / args.budget:.0f} %")
@@ -74,7 +84,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record")
     rec.add_argument("file")
-    rec.add_argument("kind", choices=["setup", "tier", "scenario", "wall"])
+    rec.add_argument("kind", choices=["setup", "tier", "scenario", "wall", "beside"])
     rec.add_argument("name")
     rec.add_argument("seconds", type=float)
     rec.add_argument("log", nargs="?")

@@ -68,3 +68,18 @@ def test_with_scenarios_side_by_side_the_total_counts_molecules_wall_time(tmp_pa
     lines = out.splitlines()
     assert [line.split()[0] for line in lines[3:7]] == ["lint", "molecule,", "site", "gpusim"]
     assert "  total                             668  11:08" in out
+
+
+def test_steps_side_by_side_are_shown_and_only_their_groups_wall_and_the_wait_count(tmp_path):
+    times = tmp_path / "times.tsv"
+    rows = [["beside", "docker, images", "150"], ["beside", "lint", "90"], ["beside", "sanity", "100"],
+            ["tier", "lint + sanity (side by side)", "100"], ["setup", "waiting for the images", "20"],
+            ["wall", "molecule, 2 at a time", "600"]]  # fmt: skip
+    for args in rows:
+        subprocess.run([sys.executable, str(SCRIPT), "record", str(times), *args], check=True)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "report", str(times)], check=True, capture_output=True, text=True
+    ).stdout
+    assert "    docker, images                  150   2:30" in out
+    assert "    sanity                          100   1:40" in out
+    assert "  total                             720  12:00" in out
