@@ -86,7 +86,7 @@ test:
 	trap 'python3 tests/scripts/test_times.py report $(TIMES)' EXIT; \
 	( start=$$(date +%s); rc=0; \
 	  $(MAKE) --no-print-directory docker $(IMAGE_TARGET) >$(CACHE)/setup-images.log 2>&1 || rc=$$?; \
-	  python3 tests/scripts/test_times.py record $(TIMES) beside "docker, images (beside the tiers)" $$(( $$(date +%s) - start )); \
+	  python3 tests/scripts/test_times.py record $(TIMES) beside "docker, images (beside)" $$(( $$(date +%s) - start )); \
 	  exit $$rc ) & images=$$!; \
 	for step in venv gpusim-repo; do \
 	  start=$$(date +%s); \

@@ -201,11 +201,49 @@ def test_only_nodes_still_drained_for_their_mig_layout_are_resumed():
         "gpu03|draining|gpu:a100_3g.40gb:2|gpuops mig layout all-3g.40gb",
         "gpu04|drained|gpu:a100:8|bad fan",
     ]
-    loop = templar(["ctl"], __slurm_sinfo={"stdout_lines": sinfo}).template(trusted(MIG_RESUME["loop"]))
-    assert loop == ["gpu01", "gpu03"]
+    assert mig_resumed(sinfo, {}) == ["gpu01", "gpu03"]
 
 
-REDRAIN = task("services.yml", "Give the nodes drained for burn-in their reason again where a registration replaced it")
+def mig_resumed(sinfo, reasons):
+    t = templar(["ctl"], __slurm_sinfo={"stdout_lines": sinfo}, __slurm_burn_in_reasons=reasons)
+    assert MIG_RESUME["loop"] == "{{ __resume }}"
+    return t.template(trusted(MIG_RESUME["vars"]["__resume"]))
+
+
+REDRAIN = task("services.yml", "Give the nodes this run drained their reason again where a registration replaced it")
+
+
+def redrained(t, reasons, sinfo):
+    again = []
+    for key, value in reasons.items():
+        names = dict(t.available_variables, __slurm_sinfo={"stdout_lines": sinfo}, item={"key": key, "value": value})
+        names["__reasons_now"] = REDRAIN["vars"]["__reasons_now"]
+        t2 = Templar(loader=DataLoader(), variables=trusted(names))
+        if all(t2.template(trusted("{{ " + c + " }}")) for c in REDRAIN["when"] if c != "not ansible_check_mode"):
+            again.append(key)
+    return again
+
+
+def test_a_mig_drain_that_a_registration_of_the_old_layout_replaced_is_set_again_and_resumed():
+    """slurmctld restarts before slurmd: the slurmd still running with the old MIG layout answers its
+    first ping with the old device count, and 23.11 replaces the drain reason with its refusal. The
+    node gets this run's reason back and is resumed; a node a person drained is left alone."""
+    plan = {"nodes": {"gpu01": {"hostname": "gpu01"}, "gpu02": {"hostname": "gpu02"}, "gpu03": {"hostname": "gpu03"}}}
+    hostvars = {"gpu01": {"slurm_drained_by_us": True, "slurm_drained_reason": "gpuops mig layout a100-small"}}
+    t = templar(
+        ["ctl", "gpu01", "gpu02"], hostvars=hostvars, __slurm_plan=plan, __slurm_joining=[], __slurm_rehardwared=[]
+    )
+    reasons = t.template(trusted(VARS["__slurm_burn_in_reasons"]))
+    assert reasons == {"gpu01": "gpuops mig layout a100-small"}
+    sinfo = [
+        "gpu01|drained|gpu:a100_1g.10gb:56|gres/gpu count reported lower than configured (32 < 56)",
+        "gpu02|drained|gpu:a100:8|bad fan",
+        "gpu03|idle|gpu:a100:8|none",
+    ]
+    assert redrained(t, reasons, sinfo) == ["gpu01"]
+    assert mig_resumed(sinfo, reasons) == ["gpu01"]
+    # Without this run's record, the refusal is not taken for a MIG drain.
+    assert mig_resumed(sinfo, {}) == []
 
 
 def test_a_burn_in_reason_that_a_refused_registration_replaced_is_set_again():
@@ -223,13 +261,6 @@ def test_a_burn_in_reason_that_a_refused_registration_replaced_is_set_again():
         "gpu02|drained|gpu:l40s:4|gres/gpu count reported lower than configured (3 < 4)",
         f"gpu03|drained|gpu:l40s:4|{DEFAULTS['slurm_burn_in_reason']}",
     ]
-    again = []
-    for key, value in reasons.items():
-        names = dict(t.available_variables, __slurm_sinfo={"stdout_lines": sinfo}, item={"key": key, "value": value})
-        names["__reasons_now"] = REDRAIN["vars"]["__reasons_now"]
-        t2 = Templar(loader=DataLoader(), variables=trusted(names))
-        if all(t2.template(trusted("{{ " + c + " }}")) for c in REDRAIN["when"] if c != "not ansible_check_mode"):
-            again.append(key)
-    assert again == ["gpu02"]
+    assert redrained(t, reasons, sinfo) == ["gpu02"]
     off = templar(["ctl"], __slurm_plan=plan, __slurm_joining=["gpu03"], __slurm_rehardwared=[], slurm_burn_in=False)
     assert off.template(trusted(VARS["__slurm_burn_in_reasons"])) == {}
