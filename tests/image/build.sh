@@ -162,6 +162,11 @@ install -D -m 0644 "$here/ansiballz_bytecode_cache.py" \
   "$root/usr/lib/python3/dist-packages/gpuops_ansiballz_bytecode_cache.py"
 echo "import gpuops_ansiballz_bytecode_cache" >"$root/usr/lib/python3/dist-packages/gpuops-ansiballz-bytecode-cache.pth"
 
+# The lists of those sources, in the image (setup-chroot.sh keeps them): fetched once per image
+# instead of once per node. apt's update stamp records when, for the nodes' cache_valid_time.
+rm -f "$root/etc/resolv.conf"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+chroot "$root" apt-get -o APT::Sandbox::User=root -o Acquire::Languages=none update -qq
 install -m 0755 "$here/setup-chroot.sh" "$root/tmp/setup-chroot.sh"
 chroot "$root" /tmp/setup-chroot.sh
 
