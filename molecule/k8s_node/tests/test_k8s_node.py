@@ -113,10 +113,15 @@ def test_packages_are_the_release_and_held(host):
     assert "URIs: http://gpusim-repo/core:/stable:/v1.36/deb/" in source
 
 
+def containerd_release(host):
+    """(major, minor) of the installed containerd: (1, 6) on Debian 12, (1, 7) on Debian 13, (2, 2) on Ubuntu."""
+    major, minor = host.check_output("containerd --version").split()[2].lstrip("v").split(".")[:2]
+    return int(major), int(minor)
+
+
 def containerd_config_version(host):
-    """2 for Debian 12's containerd 1.6, 3 for Ubuntu 24.04's 2.2."""
-    major = int(host.check_output("containerd --version").split()[2].lstrip("v").split(".")[0])
-    return 2 if major < 2 else 3
+    """2 for containerd 1.x (Debian 12's 1.6, Debian 13's 1.7), 3 for Ubuntu 24.04's 2.2."""
+    return 2 if containerd_release(host)[0] < 2 else 3
 
 
 def test_containerd_was_repaired_and_runs_the_nvidia_runtime(host):
@@ -179,14 +184,15 @@ def test_containerd_runs_the_role_s_root_config(host):
     assert "gpuops.cluster.k8s_node" in root and f"configuration version {version}, containerd" in root
     main = [line for line in root.splitlines() if line and not line.startswith("#")]
     assert main[:2] == [f"version = {version}", 'imports = ["/etc/containerd/conf.d/*.toml"]']
-    if version == 2:
+    if containerd_release(host) < (1, 7):
         # containerd 1.6 has no CDI: the role leaves enable_cdi out rather than write a key 1.6 ignores.
         assert "enable_cdi" not in root
     else:
-        # 2.2 has CDI, and containerd runs with it on.
+        # 1.7 and 2.2 have CDI, and containerd runs with it on (the CRI plugin's table by config version).
         assert "enable_cdi = true" in root
         dump = tomllib.loads(host.check_output("containerd config dump"))
-        assert dump["plugins"]["io.containerd.cri.v1.runtime"]["enable_cdi"] is True
+        cri = "io.containerd.grpc.v1.cri" if version == 2 else "io.containerd.cri.v1.runtime"
+        assert dump["plugins"][cri]["enable_cdi"] is True
 
 
 def test_device_nodes_and_char_links_come_before_containerd_and_kubelet(host):
