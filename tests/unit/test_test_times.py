@@ -56,30 +56,30 @@ def test_the_report_sums_steps_and_tests_and_gives_the_share_of_ci(tmp_path):
     assert "unit tests passed: 537; Molecule verify tests passed: 16" in out
 
 
-def test_with_scenarios_side_by_side_the_total_counts_molecules_wall_time(tmp_path):
+def recorded_and_reported(tmp_path, rows):
+    """The report of ROWS, each recorded through the script as make test records it."""
     times = tmp_path / "times.tsv"
-    rows = [["tier", "lint", "48"], ["scenario", "site", "600"], ["scenario", "gpusim", "90"],
-            ["wall", "molecule, 2 at a time", "620"]]  # fmt: skip
     for args in rows:
         subprocess.run([sys.executable, str(SCRIPT), "record", str(times), *args], check=True)
-    out = subprocess.run(
+    return subprocess.run(
         [sys.executable, str(SCRIPT), "report", str(times)], check=True, capture_output=True, text=True
     ).stdout
+
+
+def test_with_scenarios_side_by_side_the_total_counts_molecules_wall_time(tmp_path):
+    rows = [["tier", "lint", "48"], ["scenario", "site", "600"], ["scenario", "gpusim", "90"],
+            ["wall", "molecule, 2 at a time", "620"]]  # fmt: skip
+    out = recorded_and_reported(tmp_path, rows)
     lines = out.splitlines()
     assert [line.split()[0] for line in lines[3:7]] == ["lint", "molecule,", "site", "gpusim"]
     assert "  total                             668  11:08" in out
 
 
 def test_steps_side_by_side_are_shown_and_only_their_groups_wall_and_the_wait_count(tmp_path):
-    times = tmp_path / "times.tsv"
     rows = [["beside", "docker, images", "150"], ["beside", "lint", "90"], ["beside", "sanity", "100"],
             ["tier", "lint + sanity (side by side)", "100"], ["setup", "waiting for the images", "20"],
             ["wall", "molecule, 2 at a time", "600"]]  # fmt: skip
-    for args in rows:
-        subprocess.run([sys.executable, str(SCRIPT), "record", str(times), *args], check=True)
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "report", str(times)], check=True, capture_output=True, text=True
-    ).stdout
+    out = recorded_and_reported(tmp_path, rows)
     assert "    docker, images                  150   2:30" in out
     assert "    sanity                          100   1:40" in out
     assert "  total                             720  12:00" in out
