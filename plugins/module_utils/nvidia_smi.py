@@ -288,8 +288,10 @@ def parse_query_xml(text):
     where the GPU has no MIG), ``mig_devices``,
     ``virtualization_mode``, ``architecture`` (as the driver prints it, or None on old drivers),
     ``persistence_mode``, ``vbios_version``, ``serial``, ``module_id``, ``pcie``, ``performance_state``
-    and ``ecc`` (``remapped_rows_pending``, ``remapped_rows_failure``, ``retired_pages_pending``:
-    bools or None where N/A; ``volatile_uncorrectable``: the volatile uncorrectable count, or None).
+    ``ecc`` (``remapped_rows_pending``, ``remapped_rows_failure``, ``retired_pages_pending``:
+    bools or None where N/A; ``volatile_uncorrectable``: the volatile uncorrectable count, or None)
+    and ``fabric``: the GPU's NVLink fabric registration (``state``, ``status``, ``health_summary``,
+    each None where N/A or where the driver prints no ``<fabric>``).
     """
     if not isinstance(text, str):
         raise ParseError(f"expected text, got {type(text).__name__}", QUERY_COMMAND)
@@ -346,6 +348,11 @@ def parse_query_xml(text):
                 "module_id": _number(_text(element, "platformInfo/module_id") or _text(element, "gpu_module_id")),
                 "performance_state": _text(element, "performance_state"),
                 "ecc": _ecc(element),
+                "fabric": {
+                    "state": _text(element, "fabric/state"),
+                    "status": _text(element, "fabric/status"),
+                    "health_summary": _text(element, "fabric/health/summary"),
+                },
                 "pcie": {
                     "max_gen": _number(_text(element, "pci/pci_gpu_link_info/pcie_gen/max_link_gen")),
                     "current_gen": _number(_text(element, "pci/pci_gpu_link_info/pcie_gen/current_link_gen")),

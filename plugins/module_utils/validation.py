@@ -429,6 +429,64 @@ def check_ecc(gpus):
     )
 
 
+# nvidia-smi's fabric states (NVML's nvmlGpuFabricState_t): a GPU on an NVSwitch or NVLink5 fabric is
+# usable once Fabric Manager (or the NVLink subnet manager) has registered it: "Completed" with
+# status "Success". "Not Started" and "In Progress" are a registration that never finished (CUDA then
+# fails with error 802, system not yet initialised); "Completed" with another status (seen: "Insufficient
+# Resources", Azure/azhpc-images#506) is a failed one. GPUs without such a fabric print "Not Supported",
+# or N/A (before Hopper, and in a VM that passes one GPU through).
+_FABRIC_UNSUPPORTED = (None, "Not Supported")
+
+
+def check_fabric(gpus, nvswitch_count=0):
+    """Each GPU's NVLink fabric registration from ``nvidia-smi -q -x`` (``fabric`` of parse_query_xml)."""
+    reason = "nvidia-smi -q -x fabric state: Fabric Manager registered the GPU with the NVLink fabric"
+    reporting = [g for g in gpus if (g.get("fabric") or {}).get("state") not in _FABRIC_UNSUPPORTED]
+    if not reporting:
+        why = "no GPU reports an NVLink fabric registration (GPUs before Hopper, GPUs without NVSwitch, or a VM)"
+        if nvswitch_count:
+            why += f"; the node has {nvswitch_count} NVSwitches, whose Fabric Manager the driver checks do cover"
+        return [record("fabric", "all GPUs", "Completed, Success", None, "skip", why)]
+    records = []
+    for gpu in reporting:
+        fabric = gpu["fabric"]
+        state, status = fabric.get("state"), fabric.get("status")
+        subject = "GPU{}".format(gpu["index"])
+        if state == "Completed" and status == "Success":
+            if (fabric.get("health_summary") or "").lower() == "unhealthy":
+                records.append(
+                    record(
+                        "fabric",
+                        subject,
+                        "Healthy",
+                        "Completed, Success, health Unhealthy",
+                        "warn",
+                        reason + "; its health summary says the fabric is degraded",
+                    )
+                )
+            continue
+        measured = f"{state}, {status}" if status else state
+        records.append(
+            record(
+                "fabric",
+                subject,
+                "Completed, Success",
+                measured,
+                "fail",
+                reason
+                + (
+                    ""
+                    if state == "Completed"
+                    else "; the registration has not finished (CUDA error 802 "
+                    "until it does): is nvidia-fabricmanager running at the driver's version?"
+                ),
+            )
+        )
+    if not any(r["verdict"] == "fail" for r in records):
+        records.insert(0, record("fabric", "all GPUs", "Completed, Success", "Completed, Success", "pass", reason))
+    return records
+
+
 def check_xids(xids, gpus):
     by_bus = {}
     for gpu in gpus:

@@ -13,8 +13,9 @@ description:
     C(slurmd -C) and slurm.conf) and returns one record per check with its expected value (derived
     from the facts C(gpu_facts) and C(ib_facts) gathered, see the validate role's README), the
     measured value and a verdict (C(pass), C(fail), C(warn), C(skip) with the reason).
-  - "Checks: C(gpu_count), C(driver_version), C(persistence_mode), C(ecc), C(xid), C(nvlink),
-    C(pcie), C(hca_pcie), C(ib_ports), C(nccl_hcas), C(dcgm_diag), C(slurmd). The cluster-wide
+  - "Checks: C(gpu_count), C(driver_version), C(persistence_mode), C(ecc), C(fabric) (each GPU's
+    NVLink fabric registration: C(Completed) with status C(Success) where the GPU reports one),
+    C(xid), C(nvlink), C(pcie), C(hca_pcie), C(ib_ports), C(nccl_hcas), C(dcgm_diag), C(slurmd). The cluster-wide
     checks (one HCA firmware per model, NCCL across nodes) are the validation_report module's."
   - A failed check does not fail the module, nor does output a parser cannot read (that check
     fails, naming the command and the line); one run gives every finding.
@@ -343,6 +344,7 @@ def main():
         checks += v.check_persistence(gpus)
         checks += v.check_ecc(gpus)
         checks += v.check_pcie(gpus)
+        checks += v.check_fabric(gpus, facts.get("nvswitch_count") or 0)
 
     kernel_log, reason = reader.output("xid", ["dmesg"])
     if kernel_log is None:

@@ -337,6 +337,7 @@ class Profile:
                 f"\t\t\t<remapped_row_pending>{'N/A' if volta else 'No'}</remapped_row_pending>",
                 f"\t\t\t<remapped_row_failure>{'N/A' if volta else 'No'}</remapped_row_failure>",
                 "\t\t</remapped_rows>",
+                *self.fabric(),
                 "\t\t<temperature>",
                 "\t\t\t<gpu_temp>31 C</gpu_temp>",
                 "\t\t</temperature>",
@@ -351,6 +352,18 @@ class Profile:
             ]
         out.append("</nvidia_smi_log>")
         return "\n".join(out) + "\n"
+
+    def fabric(self) -> list[str]:
+        """The GPU's NVLink fabric registration: registered (Completed, Success) on Hopper and later
+        behind NVSwitches, where the driver reports it; N/A elsewhere, as the A100 and VM captures."""
+        registered = bool(self.nvswitch_bus) and self.gpu["architecture"] in ("Hopper", "Blackwell")
+        state, status = ("Completed", "Success") if registered else ("N/A", "N/A")
+        return [
+            "\t\t<fabric>",
+            f"\t\t\t<state>{state}</state>",
+            f"\t\t\t<status>{status}</status>",
+            "\t\t</fabric>",
+        ]
 
     def lscpu(self) -> str:
         """One socket per NUMA node; a node's CPU ranges are its cores' first, second... threads."""

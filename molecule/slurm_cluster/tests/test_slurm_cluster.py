@@ -6,6 +6,7 @@ jobs accounted in slurmdbd's MariaDB with their GPUs, and one node on SchedMD-st
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -154,11 +155,19 @@ def test_two_h100_gpus_reach_the_job(host):
 
 
 def test_health_check_passes_on_gpu_nodes(host):
-    """It passes on a healthy node; the side effect made slurmd run it on a node with a GPU gone and
-    saw the drain (side_effect.yml), and this node is back in service (next test)."""
+    """gpuops-health passes on a healthy node, with the node's own expectations: its GPUs on PCI,
+    and on the H100 node the NVLink fabric registered. The side effect made it drain, re-reason and
+    resume slurm-h100 and leave a person's drain alone (side_effect.yml); slurmd runs it."""
     if name(host) not in NODES:
         pytest.skip("GPU nodes")
-    assert host.run("/usr/local/sbin/gpuops-slurm-healthcheck").rc == 0
+    result = json.loads(host.check_output("gpuops-health --json"))
+    checks = {(c["check"], c["subject"]): c for c in result["checks"]}
+    assert result["verdict"] == "pass", [c for c in result["checks"] if c["verdict"] == "fail"]
+    gpus = 8 if name(host) == "slurm-h100" else 4
+    assert (checks[("gpu_count", "node")]["expected"], checks[("gpu_count", "node")]["measured"]) == (gpus, gpus)
+    fabric = "pass" if name(host) == "slurm-h100" else "skip"
+    assert checks[("fabric", "all GPUs")]["verdict"] == fabric
+    assert host.file("/var/lib/gpuops/health-state.json").mode == 0o600
     conf = host.file("/etc/slurm/slurm.conf")
     text = conf.content_string if conf.exists else ""
     if text:

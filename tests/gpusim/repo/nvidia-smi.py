@@ -5,7 +5,8 @@
 # --query-gpu=... --format=csv[,...], and MIG: [-i N] -mig 0|1, [-i N] -r, mig [-i N] -lgip |
 # -lgipp | -lgi | -lci | -cgi LIST [-C] | -dci [-gi IDS] | -dgi [-gi IDS]. Faults injected in
 # /etc/gpusim/faults.json (tests/gpusim/tasks/faults.yml) show: "pcie" [{gpu, gen, width}] in the
-# XML, "nvlink_down" [{gpu, link}] in nvlink -s, "gpu_processes" [{pid, gpu, used_memory, name}] in
+# XML, "fabric" [{gpu, state, status}] as the GPU's NVLink fabric registration in the XML,
+# "nvlink_down" [{gpu, link}] in nvlink -s, "gpu_processes" [{pid, gpu, used_memory, name}] in
 # --query-compute-apps and as a GPU that holds a MIG mode change pending, "lost_gpus" {count,
 # driver} everywhere (the last GPUs gone, under that driver version only).
 import json
@@ -76,6 +77,22 @@ def degrade_pcie(text):
     return text
 
 
+def degrade_fabric(text):
+    """Each faulted GPU's fabric state and status (a registration that never finished), in its <gpu> element."""
+    for fault in faults().get("fabric", []):
+        parts = text.split("<gpu id=")
+        index = int(fault["gpu"]) + 1
+        if index < len(parts):
+            fabric = "<fabric>\n\t\t\t<state>{}</state>\n\t\t\t<status>{}</status>\n\t\t</fabric>".format(
+                fault.get("state", "In Progress"), fault.get("status", "N/A")
+            )
+            start, end = parts[index].find("<fabric>"), parts[index].find("</fabric>")
+            if 0 <= start < end:
+                parts[index] = parts[index][:start] + fabric + parts[index][end + len("</fabric>") :]
+            text = "<gpu id=".join(parts)
+    return text
+
+
 def nvlink_status(argv):
     profile = json.loads(read("profile.json"))
     nvlink = profile.get("nvlink") or {}
@@ -109,7 +126,7 @@ def lose_gpus(text):
 
 
 def xml_text():
-    text = lose_gpus(degrade_pcie(mig_xml(read("nvidia-smi-q-x.xml"))))
+    text = lose_gpus(degrade_fabric(degrade_pcie(mig_xml(read("nvidia-smi-q-x.xml")))))
     text = re.sub(r"<driver_version>[^<]*<", f"<driver_version>{DRIVER_VERSION}<", text)
     text = re.sub(r"<cuda_version>[^<]*<", f"<cuda_version>{CUDA_VERSION}<", text)
     return re.sub(r"<gsp_firmware_version>(?!N/A)[^<]*<", f"<gsp_firmware_version>{DRIVER_VERSION}<", text)

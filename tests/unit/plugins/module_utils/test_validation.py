@@ -491,3 +491,54 @@ def test_a_host_name_with_dollar_signs_is_drawn_as_text_not_mathtext(controller,
     result = run_module(validation_report.main, args)
     assert not result.failed, result.result
     assert "gpu$a^$: all_reduce bus bandwidth" in (tmp_path / "report" / "validation.html").read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# NVLink fabric registration (nvidia-smi -q -x <fabric>)
+
+
+def _fabric_gpu(index, state, status, summary=None):
+    """One GPU of a fabric: the <fabric> block as nvidia-smi 580 prints it, parsed by the real parser."""
+    health = f"<health><summary>{summary}</summary></health>" if summary else ""
+    text = (
+        f'<?xml version="1.0" ?><nvidia_smi_log><gpu id="00000000:1{index}:00.0"><product_name>NVIDIA H100 80GB HBM3'
+        f"</product_name><fabric><state>{state}</state><status>{status}</status>{health}</fabric></gpu></nvidia_smi_log>"
+    )
+    gpu = nvidia_smi.parse_query_xml(text)["gpus"][0]
+    return {**gpu, "index": index}
+
+
+@pytest.mark.parametrize(
+    "capture",
+    ["h200_141gb_vm_1gpu_driver580_159_04_open_device_capture.xml", "a100_sxm4_80gb_mig_4x1g20gb_v12.xml"],
+)
+def test_gpus_that_report_no_fabric_registration_skip_with_the_reason(capture):
+    gpus = nvidia_smi.parse_query_xml(fixture("smi_xml", capture))["gpus"]
+    assert gpus and all(g["fabric"]["state"] is None for g in gpus)  # N/A on both captures
+    (only,) = v.check_fabric(gpus, nvswitch_count=0)
+    assert only["verdict"] == "skip" and "no GPU reports" in only["reason"]
+
+
+def test_a_registered_fabric_passes_and_each_unfinished_or_failed_gpu_fails_with_its_state():
+    assert [r["verdict"] for r in v.check_fabric([_fabric_gpu(i, "Completed", "Success") for i in range(4)], 4)] == [
+        "pass"
+    ]
+    gpus = [
+        _fabric_gpu(0, "Completed", "Success"),
+        _fabric_gpu(1, "In Progress", "N/A"),  # NVIDIA/gpu-operator#2511: Status N/A while In Progress
+        _fabric_gpu(2, "Completed", "Insufficient Resources"),  # Azure/azhpc-images#506
+        _fabric_gpu(3, "Not Started", "N/A"),
+        _fabric_gpu(4, "Not Supported", "Success"),  # a GPU without such a fabric (leptonai/gpud#1108)
+    ]
+    found = {r["subject"]: (r["verdict"], r["measured"]) for r in v.check_fabric(gpus, 4)}
+    assert found == {
+        "GPU1": ("fail", "In Progress"),
+        "GPU2": ("fail", "Completed, Insufficient Resources"),
+        "GPU3": ("fail", "Not Started"),
+    }
+
+
+def test_an_unhealthy_fabric_summary_warns_without_failing():
+    # kubernetes-sigs/dra-driver-nvidia-gpu#626: Completed, Success, Summary Unhealthy.
+    records = v.check_fabric([_fabric_gpu(0, "Completed", "Success", "Unhealthy")], 0)
+    assert [(r["subject"], r["verdict"]) for r in records] == [("all GPUs", "pass"), ("GPU0", "warn")]

@@ -95,6 +95,7 @@ def test_healthy_dgx_h100_passes_every_check_it_can_measure(stand_ins):
         "persistence_mode": "pass",
         "ecc": "pass",
         "pcie": "pass",
+        "fabric": "pass",
         "xid": "pass",
         "nvlink": "pass",
         "ib_ports": "pass",
@@ -120,9 +121,18 @@ def test_each_fault_fails_its_own_check_and_no_other(stand_ins):
         "ib_rate": {"mlx5_4": 200},
         "xid": [{"gpu": 2, "xid": 79}, {"gpu": 0, "xid": 13}],
         "hca_firmware": {"mlx5_9": "28.37.1014"},
+        "fabric": [{"gpu": 6, "state": "In Progress", "status": "N/A"}],
     }
     result, checks = health(stand_ins, "dgx-h100", faults, nccl_conf=H100_HCAS)
-    assert failed(checks) == {("nvlink", "GPU3"), ("pcie", "GPU5"), ("ib_ports", "mlx5_4:1"), ("xid", "GPU2")}
+    assert failed(checks) == {
+        ("nvlink", "GPU3"),
+        ("pcie", "GPU5"),
+        ("ib_ports", "mlx5_4:1"),
+        ("xid", "GPU2"),
+        ("fabric", "GPU6"),
+    }
+    assert checks[("fabric", "GPU6")]["measured"] == "In Progress"
+    assert "nvidia-fabricmanager" in checks[("fabric", "GPU6")]["reason"]
     assert checks[("xid", "GPU0")]["verdict"] == "warn"  # Xid 13 is not in the fatal list
     assert checks[("nvlink", "GPU3")]["measured"] == "17 of 18 links active; inactive: link 5"
     assert {h["hca_id"]: h["fw_ver"] for h in result["hcas"]}["mlx5_9"] == "28.37.1014"

@@ -1,0 +1,316 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpuops-health, the node health check between runs: its checks against the gpusim stand-in tools
+of a profile (healthy, and each fault), the Xids it keeps, what it does in Slurm (drain, re-reason,
+resume only its own drains), node-problem-detector's exit codes, and bad configuration."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.gpuops.cluster.plugins.module_utils import health as h
+from conftest import GPUSIM, ROOT, load_script, profile_facts
+
+# The command the validate role installs beside the collection's code (roles/validate/files).
+cli = load_script(ROOT / "roles/validate/files/gpuops_health.py", "gpuops_health")
+
+DRIVER = "580.95.05"
+
+
+def stand_in(path):
+    """A stand-in's source, run by this Python (its shebang finds no python on the stand-ins' PATH)."""
+    return f"#!{sys.executable}\n" + path.read_text().split("\n", 1)[1]
+
+
+class FakeNode(cli.Node):
+    """The gpusim stand-ins of a profile run for real; sinfo and scontrol answered from a model of the
+    node's Slurm state, which records each update."""
+
+    def __init__(self, tmp_path, profile, faults=None, drained=False, reason=""):
+        super().__init__()
+        self.bin = tmp_path / "bin"
+        self.bin.mkdir(exist_ok=True)
+        smi = stand_in(GPUSIM / "repo" / "nvidia-smi.py")
+        (self.bin / "nvidia-smi").write_text(smi.replace("@DRIVER_VERSION@", DRIVER).replace("@CUDA_VERSION@", "12.8"))
+        for tool in ("ibstat", "dmesg"):
+            (self.bin / tool).write_text(stand_in(GPUSIM / "bin" / tool))
+        for tool in self.bin.iterdir():
+            tool.chmod(0o755)
+        self.faults = tmp_path / "faults.json"
+        self.profile = profile
+        self.set_faults(faults or {})
+        self.drained, self.reason, self.updates = drained, reason, []
+        self.config = tmp_path / "health.json"
+        self.state = tmp_path / "state.json"
+        facts = profile_facts(profile)
+        infiniband = [
+            line.split("'")[1]
+            for line in (GPUSIM / "profiles" / profile / "ibstat.txt").read_text().splitlines()
+            if line.startswith("CA '")
+        ]
+        self.config.write_text(
+            json.dumps(
+                {
+                    "node": "gpu-1",
+                    "pci_gpus": facts["pci_gpu_count"],
+                    "nvswitch_count": facts["nvswitch_count"],
+                    "hcas": infiniband,
+                    "hca_pci": facts.get("hca_pci") or [],
+                    "fabric": "auto",
+                }
+            )
+        )
+
+    def set_faults(self, faults):
+        self.faults.write_text(json.dumps(faults))
+
+    def run(self, argv):
+        if argv[0] == "sinfo":
+            state = "drain" if self.drained else "idle"
+            return f"gpu-1|{state}|{self.reason if self.drained else 'none'}\n", None
+        if argv[0] == "scontrol":
+            self.updates.append(argv[2:])
+            fields = dict(word.partition("=")[::2] for word in argv[2:])
+            self.drained = fields["State"] == "DRAIN"
+            self.reason = fields.get("Reason", "") if self.drained else ""
+            return "", None
+        env = {
+            "PATH": f"{self.bin}:/usr/bin:/bin",
+            "GPUSIM_FAULTS": str(self.faults),
+            "GPUSIM_PROFILE_DIR": str(GPUSIM / "profiles" / self.profile),
+            "LC_ALL": "C",
+        }
+        path = self.bin / argv[0]
+        if not path.exists():
+            return None, f"{argv[0]} is not installed"
+        done = subprocess.run([str(path), *argv[1:]], capture_output=True, text=True, env=env, check=False)
+        return done.stdout, None
+
+    def check(self, mode="slurm", *extra):
+        return cli.main(["--mode", mode, "--config", str(self.config), "--state", str(self.state), *extra], node=self)
+
+
+def records(node):
+    config = h.load_config(node.config.read_text())
+    found, _state = h.node_checks(config, node.read, {}, "boot-1")
+    return {(r["check"], r["subject"]): r["verdict"] for r in found}
+
+
+def test_a_healthy_dgx_h100_passes_every_quick_check(tmp_path):
+    found = records(FakeNode(tmp_path, "dgx-h100"))
+    assert found == {
+        ("gpu_count", "node"): "pass",
+        ("persistence_mode", "all GPUs"): "pass",
+        ("ecc", "all GPUs"): "pass",
+        ("fabric", "all GPUs"): "pass",
+        ("xid", "all GPUs"): "pass",
+        ("ib_ports", "8 InfiniBand port(s)"): "pass",
+    }
+
+
+def test_each_fault_fails_its_check(tmp_path):
+    node = FakeNode(
+        tmp_path,
+        "dgx-h100",
+        {
+            "lost_gpus": {"count": 1},
+            "fabric": [{"gpu": 2, "state": "In Progress", "status": "N/A"}],
+            "xid": [{"gpu": 1, "xid": 48}],
+            "ib_rate": {"mlx5_4": 200},
+        },
+    )
+    failed = {key for key, verdict in records(node).items() if verdict == "fail"}
+    assert failed == {("gpu_count", "node"), ("fabric", "GPU2"), ("xid", "GPU1"), ("ib_ports", "mlx5_4:1")}
+
+
+def test_a_pcie_node_without_nvswitch_skips_the_fabric_with_the_reason(tmp_path):
+    found = records(FakeNode(tmp_path, "pcie-l40s"))
+    assert found[("fabric", "all GPUs")] == "skip"
+    assert "fail" not in found.values()
+
+
+def xid(number, line_number, gpu="0000:53:00"):
+    return {"xid": number, "pci": gpu, "line": f"[{line_number}.0] NVRM: Xid (PCI:{gpu}): {number}, pid=1"}
+
+
+def test_a_fatal_xid_stays_until_a_reboot_or_a_clear_and_old_lines_are_not_counted_again():
+    state, outstanding, new = h.xid_state({}, "boot-1", [xid(13, 1), xid(79, 2)])
+    assert [x["xid"] for x in outstanding] == [79] and [x["xid"] for x in new] == [13, 79]
+    # The next check reads the same kernel log: nothing new, the fatal one still outstanding.
+    state, outstanding, new = h.xid_state(state, "boot-1", [xid(13, 1), xid(79, 2)])
+    assert [x["xid"] for x in outstanding] == [79] and new == []
+    # A person clears it after the repair: the old line is not counted again.
+    _cleared, outstanding, new = h.xid_state(state, "boot-1", [xid(13, 1), xid(79, 2)], clear=True)
+    assert outstanding == [] and new == []
+    # A reboot starts over.
+    _state, outstanding, _new = h.xid_state(state, "boot-2", [])
+    assert outstanding == []
+    # The remembered lines stay bounded.
+    flood, _outstanding, _new = h.xid_state({}, "boot-1", [xid(13, n) for n in range(2000)])
+    assert len(flood["seen"]) == h._SEEN_LIMIT and len(json.dumps(flood)) < 20000
+
+
+@pytest.mark.parametrize(
+    ("failed", "drained", "reason", "action"),
+    [
+        (False, False, "", "none"),
+        (True, False, "", "drain"),
+        (True, True, "gpuops-health: fabric GPU2", "drain"),  # another finding: the reason changes
+        (True, True, "gpuops-health: gpu_count node", "keep"),  # the same finding: nothing to do
+        (True, True, "cable check", "keep"),  # a person's drain
+        (True, True, "gpuops-validate: nvlink GPU3", "keep"),  # validation's drain
+        (True, True, "gpuops mig layout all-1g.10gb", "keep"),  # a rollout's drain
+        (False, True, "gpuops-health: gpu_count node", "resume"),
+        (False, True, "cable check", "none"),
+        (False, True, "gpuops-validate: nvlink GPU3", "none"),
+    ],
+)
+def test_it_drains_and_resumes_only_what_it_drained(failed, drained, reason, action):
+    verdict = "fail" if failed else "pass"
+    checks = [{"check": "gpu_count", "subject": "node", "verdict": verdict, "expected": 8, "measured": 7}]
+    assert h.decide(checks, drained, reason)[0] == action
+
+
+def test_slurm_mode_drains_then_re_reasons_then_resumes_its_own_drain(tmp_path, capsys):
+    node = FakeNode(tmp_path, "dgx-h100", {"lost_gpus": {"count": 1}})
+    assert node.check() == 0
+    assert (node.drained, node.reason) == (True, "gpuops-health: gpu_count node")
+    node.set_faults({"fabric": [{"gpu": 2, "state": "Not Started", "status": "N/A"}]})
+    assert node.check() == 0 and node.reason == "gpuops-health: fabric GPU2"
+    node.set_faults({})
+    assert node.check() == 0 and not node.drained
+    assert node.updates[-1] == ["NodeName=gpu-1", "State=RESUME"]
+    assert "resume: every check passes again (drained for: fabric GPU2)" in capsys.readouterr().out
+
+
+def test_slurm_mode_leaves_a_person_s_drain_as_it_is(tmp_path):
+    node = FakeNode(tmp_path, "dgx-h100", {"lost_gpus": {"count": 1}}, drained=True, reason="cable check")
+    assert node.check() == 0
+    node.set_faults({})
+    assert node.check() == 0
+    assert node.updates == [] and (node.drained, node.reason) == (True, "cable check")
+
+
+def test_a_fatal_xid_keeps_the_node_drained_until_cleared(tmp_path):
+    node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 3, "xid": 79}]})
+    assert node.check() == 0 and node.reason == "gpuops-health: xid GPU3"
+    node.set_faults({})  # the line leaves the kernel log (say, the ring buffer wrapped): still kept
+    assert node.check() == 0 and node.drained
+    assert node.check("slurm", "--clear-xids") == 0 and not node.drained
+
+
+def test_npd_mode_answers_with_node_problem_detector_s_exit_codes(tmp_path, capsys):
+    node = FakeNode(tmp_path, "dgx-h100")
+    assert node.check("npd") == h.NPD_OK
+    node.set_faults({"fabric": [{"gpu": 0, "state": "In Progress", "status": "N/A"}]})
+    assert node.check("npd") == h.NPD_NONOK
+    assert capsys.readouterr().out.splitlines()[-1] == "gpuops-health: fabric GPU0"
+    node.config.write_text("{")
+    assert node.check("npd") == h.NPD_UNKNOWN
+    assert node.updates == []
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("{", "is not JSON"),
+        ("[]", "not an object"),
+        ('{"pci_gpus": "8"}', "pci_gpus must be int"),
+        ('{"pci_gpus": true}', "pci_gpus must be int"),
+        ('{"hcas": "mlx5_0"}', "hcas must be list"),
+        ('{"fabric": "Omni-Path"}', "fabric must be auto"),
+    ],
+)
+def test_bad_configuration_is_named_with_the_fix(tmp_path, capsys, text, words):
+    node = FakeNode(tmp_path, "pcie-l40s")
+    node.config.write_text(text)
+    # Slurm: exit 0 all the same (slurmd would not register), the reason on stderr; nothing changes.
+    assert node.check() == 0 and node.updates == []
+    err = capsys.readouterr().err
+    assert words in err and "health_check" in err
+
+
+def test_a_missing_configuration_names_the_entry_point_that_writes_it(tmp_path, capsys):
+    node = FakeNode(tmp_path, "pcie-l40s")
+    node.config.unlink()
+    assert node.check("report") == 2
+    assert "run the validate role's health_check entry point" in capsys.readouterr().err
+
+
+def test_the_role_copies_every_module_the_health_check_imports():
+    """The validate role copies a list of module_utils to the node (no Ansible there); it must be the
+    import closure of health.py, or the check fails on the node with an ImportError."""
+    folder = ROOT / "plugins" / "module_utils"
+    needed, todo = set(), ["health"]
+    while todo:
+        name = todo.pop()
+        needed.add(name)
+        for node in ast.walk(ast.parse((folder / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "ansible_collections.gpuops.cluster"
+            ):
+                parts = node.module.split(".")
+                names = [parts[-1]] if parts[-1] != "module_utils" else [alias.name for alias in node.names]
+                todo += [n for n in names if n not in needed and (folder / f"{n}.py").exists()]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ansible"):
+                pytest.fail(f"{name}.py imports {node.module}, which a node without Ansible lacks")
+    listed = yaml.safe_load((ROOT / "roles/validate/vars/main.yml").read_text())["__validate_health_modules"]
+    assert sorted(listed) == sorted(needed - {"../../roles/validate/files/gpuops_health"})
+
+
+def test_the_installed_launcher_runs_with_the_node_s_python_and_no_ansible(tmp_path):
+    """The role's layout on a node (its module list, the package files, the launcher template) runs
+    gpuops-health with /usr/bin/python3 alone: nothing imports Ansible."""
+    if not Path("/usr/bin/python3").exists():
+        pytest.skip("no /usr/bin/python3")
+    role_vars = yaml.safe_load((ROOT / "roles/validate/vars/main.yml").read_text())
+    lib = tmp_path / "lib"
+    package = lib / "ansible_collections/gpuops/cluster/plugins/module_utils"
+    package.mkdir(parents=True)
+    for level in (package, *package.parents):
+        if level == lib:
+            break
+        (level / "__init__.py").write_text("")
+    for module in role_vars["__validate_health_modules"]:
+        shutil.copy(ROOT / "plugins/module_utils" / f"{module}.py", package)
+    shutil.copy(ROOT / "roles/validate/files/gpuops_health.py", lib)
+    launcher = (ROOT / "roles/validate/templates/gpuops-health.j2").read_text()
+    launcher = launcher.replace("{{ ansible_managed }}", "test").replace("{{ __validate_health_lib }}", str(lib))
+    launcher = launcher.replace("{{ __validate_health_package }}", str(package))
+    (tmp_path / "gpuops-health").write_text(launcher)
+    (tmp_path / "gpuops-health").chmod(0o755)
+    (tmp_path / "health.json").write_text(json.dumps({"pci_gpus": 0, "fabric": "none"}))
+    done = subprocess.run(
+        [
+            str(tmp_path / "gpuops-health"),
+            "--json",
+            "--config",
+            str(tmp_path / "health.json"),
+            "--state",
+            str(tmp_path / "state.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONNOUSERSITE": "1"},
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    result = json.loads(done.stdout)
+    # No nvidia-smi here: the GPU check fails naming it, and the run still ends with its records.
+    assert result["verdict"] == "fail"
+    assert result["checks"][0]["reason"] == "nvidia-smi is not installed"
+    assert json.loads((tmp_path / "state.json").read_text())["outstanding"] == []
+
+
+def test_slurmd_s_short_path_still_finds_root_s_tools():
+    """slurmd gives its HealthCheckProgram PATH=/usr/bin:/bin: ibstat (/usr/sbin) must still be found,
+    or every node with HCAs fails ib_ports (seen in molecule/slurm_cluster before this)."""
+    assert cli.search_path("/usr/bin:/bin").split(":") == list(cli.STANDARD_PATH)
+    assert cli.search_path("/opt/site/bin:/usr/bin").split(":") == [*cli.STANDARD_PATH, "/opt/site/bin"]
