@@ -153,6 +153,16 @@ def test_slurm_workload_tiers_need_accounting_and_a_good_shape():
     ]
 
 
+def test_slurm_health_check_interval_must_outlast_the_check():
+    """gpuops-health stops itself at 45 s and slurmd kills its HealthCheckProgram at 60 s: a shorter
+    interval is refused naming the variable; 0 (only when slurmd starts) and 60 or more pass."""
+    errors, _warnings = check("slurm", slurm_health_check=True, slurm_health_check_interval=30)
+    assert len(errors) == 1 and errors[0].startswith("slurm_health_check_interval is 30 s, shorter than")
+    for interval in (0, 60, 300):
+        assert check("slurm", slurm_health_check=True, slurm_health_check_interval=interval) == ([], [])
+    assert check("slurm", slurm_health_check=False, slurm_health_check_interval=30) == ([], [])
+
+
 def test_container_toolkit_refuses_containerd_that_is_not_there():
     missing = {"__container_toolkit_containerd_bin": {"changed": False, "stat": {"exists": False}}}
     errors, _warnings = check("container_toolkit", missing, container_toolkit_runtimes=["containerd"])
