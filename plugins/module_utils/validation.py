@@ -466,22 +466,13 @@ def check_fabric(gpus, nvswitch_count=0):
                 )
             continue
         measured = f"{state}, {status}" if status else state
-        records.append(
-            record(
-                "fabric",
-                subject,
-                "Completed, Success",
-                measured,
-                "fail",
-                reason
-                + (
-                    ""
-                    if state == "Completed"
-                    else "; the registration has not finished (CUDA error 802 "
-                    "until it does): is nvidia-fabricmanager running at the driver's version?"
-                ),
+        why = reason
+        if state != "Completed":
+            why += (
+                "; the registration has not finished (CUDA error 802 until it does): is nvidia-fabricmanager "
+                "running at the driver's version?"
             )
-        )
+        records.append(record("fabric", subject, "Completed, Success", measured, "fail", why))
     if not any(r["verdict"] == "fail" for r in records):
         records.insert(0, record("fabric", "all GPUs", "Completed, Success", "Completed, Success", "pass", reason))
     return records
