@@ -77,13 +77,10 @@ help:
 # Every tier, each setup step, tier and scenario timed; the table is printed even when a step fails,
 # so a slow or failed run says where its time went. Docker and the base images are set up beside
 # the tiers before Molecule (most of that waits on the archives; log: .cache/setup-images.log);
-# Molecule waits for them. core-matrix (its own virtualenvs, not .venv) starts at once beside them,
-# so that its CPU work fills what the setup leaves idle while it waits on the archives and PyPI
-# (log: .cache/tier-core-matrix.log). The other tiers run in groups (tests/scripts/tiers.sh), a
-# group's tiers side by side: each is mostly one process. Molecule runs alone after them: its two
-# scenarios at a time keep both cores busy (a third job, or the tiers beside it, made every scenario
-# about twice as slow).
-TIER_GROUPS := "lint sanity" "unit galaxy"
+# Molecule waits for them. The tiers run in groups (tests/scripts/tiers.sh), a group's tiers side by
+# side: each is mostly one process. Molecule runs alone after them: its two scenarios at a time
+# keep both cores busy (a third job, or the tiers beside it, made every scenario about twice as slow).
+TIER_GROUPS := "lint sanity" "unit galaxy" core-matrix
 test:
 	@mkdir -p $(CACHE); rm -f $(TIMES); \
 	trap 'python3 tests/scripts/test_times.py report $(TIMES)' EXIT; \
@@ -91,20 +88,12 @@ test:
 	  $(MAKE) --no-print-directory docker $(IMAGE_TARGET) >$(CACHE)/setup-images.log 2>&1 || rc=$$?; \
 	  python3 tests/scripts/test_times.py record $(TIMES) beside "docker, images (beside)" $$(( $$(date +%s) - start )); \
 	  exit $$rc ) & images=$$!; \
-	( start=$$(date +%s); rc=0; \
-	  tests/scripts/core-matrix.sh $(ANSIBLE_CORES) >$(CACHE)/tier-core-matrix.log 2>&1 || rc=$$?; \
-	  python3 tests/scripts/test_times.py record $(TIMES) beside "core-matrix (beside)" $$(( $$(date +%s) - start )); \
-	  exit $$rc ) & cores=$$!; \
 	for step in venv gpusim-repo; do \
 	  start=$$(date +%s); \
 	  $(MAKE) --no-print-directory $$step; \
 	  python3 tests/scripts/test_times.py record $(TIMES) setup $$step $$(( $$(date +%s) - start )); \
 	done; \
 	tests/scripts/tiers.sh $(TIER_GROUPS); \
-	start=$$(date +%s); \
-	if ! wait $$cores; then cat $(CACHE)/tier-core-matrix.log; echo "ERROR: make core-matrix failed (above)" >&2; exit 1; fi; \
-	cat $(CACHE)/tier-core-matrix.log; \
-	python3 tests/scripts/test_times.py record $(TIMES) tier "waiting for core-matrix" $$(( $$(date +%s) - start )); \
 	start=$$(date +%s); \
 	if ! wait $$images; then cat $(CACHE)/setup-images.log; echo "ERROR: docker or a base image failed (above)" >&2; exit 1; fi; \
 	cat $(CACHE)/setup-images.log; \
@@ -113,6 +102,7 @@ test:
 	$(MAKE) --no-print-directory molecule; \
 	python3 tests/scripts/test_times.py record $(TIMES) wall "molecule, $${MOLECULE_JOBS:-2} at a time" $$(( $$(date +%s) - start )); \
 	echo "==> all tiers passed"
+
 venv: $(VENV)/.stamp
 $(VENV)/.stamp: requirements.txt
 	@echo "==> creating $(VENV) from requirements.txt"
