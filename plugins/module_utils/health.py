@@ -131,7 +131,7 @@ def node_checks(config, read, state, boot_id, clear_xids=False):
         records += found
 
     if config.get("fabric", "auto") != "none":
-        cas, reason = None, None
+        cas = None
         text, reason = read("ib_ports", ["ibstat"])
         if text is not None:
             try:
@@ -179,7 +179,8 @@ def parse_node_state(text, node):
     return False, ""
 
 
-def _read(path):
+def read_file(path):
+    """A file's text (undecodable bytes replaced), or None where it cannot be read."""
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read()
@@ -195,8 +196,8 @@ def sysfs_gpus(root="/sys/bus/pci/devices"):
     except OSError:
         return 0
     for device in devices:
-        vendor = _read(f"{root}/{device}/vendor") or ""
-        klass = _read(f"{root}/{device}/class") or ""
+        vendor = read_file(f"{root}/{device}/vendor") or ""
+        klass = read_file(f"{root}/{device}/class") or ""
         if vendor.strip().lower() == "0x10de" and klass.strip().lower()[:6] in ("0x0300", "0x0302"):
             count += 1
     return count

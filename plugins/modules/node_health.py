@@ -177,6 +177,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils import validation a
 from ansible_collections.gpuops.cluster.plugins.module_utils.commands import first_line, run
 from ansible_collections.gpuops.cluster.plugins.module_utils.dcgm import parse_dcgmi_diag
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+from ansible_collections.gpuops.cluster.plugins.module_utils.health import sysfs_gpus
 from ansible_collections.gpuops.cluster.plugins.module_utils.host import (
     ROOT_OPTION,
     Host,
@@ -256,18 +257,6 @@ def _slurm_line(text, node):
     return declared, overrides
 
 
-def _sysfs_gpus(host):
-    """NVIDIA display and 3D controllers (class 0300/0302) in sysfs: the count without lspci."""
-    count = 0
-    for device in host.listdir("/sys/bus/pci/devices"):
-        base = f"/sys/bus/pci/devices/{device}/"
-        vendor = (host.read(base + "vendor") or "").strip().lower()
-        klass = (host.read(base + "class") or "").strip().lower()
-        if vendor == "0x10de" and klass[:6] in ("0x0300", "0x0302"):
-            count += 1
-    return count
-
-
 def _hca_links(host, hcas):
     links = {}
     for hca in hcas:
@@ -330,7 +319,7 @@ def main():
     gpus = (query or {}).get("gpus") or []
     pci_count, source = facts.get("pci_gpu_count") or 0, "lspci"
     if not pci_count:
-        pci_count, source = _sysfs_gpus(host), "sysfs"
+        pci_count, source = sysfs_gpus(host.path("/sys/bus/pci/devices")), "sysfs"
     checks += v.check_gpu_count(pci_count, gpus, source)
 
     _manager, packages = installed_packages(host)

@@ -66,11 +66,7 @@ class Node:
 
     @staticmethod
     def file(path):
-        try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                return handle.read()
-        except OSError:
-            return None
+        return h.read_file(path)
 
 
 def _write_state(path, state):

@@ -314,3 +314,20 @@ def test_slurmd_s_short_path_still_finds_root_s_tools():
     or every node with HCAs fails ib_ports (seen in molecule/slurm_cluster before this)."""
     assert cli.search_path("/usr/bin:/bin").split(":") == list(cli.STANDARD_PATH)
     assert cli.search_path("/opt/site/bin:/usr/bin").split(":") == [*cli.STANDARD_PATH, "/opt/site/bin"]
+
+
+def test_sysfs_counts_nvidia_display_and_3d_controllers_only(tmp_path):
+    """The PCI count without lspci (node_health's and gpuops-health's): NVIDIA 0300/0302 functions,
+    not NVSwitches (0680), not other vendors; a missing folder counts none."""
+    devices = {
+        "0000:18:00.0": ("0x10de", "0x030200"),  # H100 (3D controller)
+        "0000:2a:00.0": ("0x10de", "0x030000"),  # L40S (VGA)
+        "0000:c5:00.0": ("0x10de", "0x068000"),  # NVSwitch (bridge)
+        "0000:4f:00.0": ("0x15b3", "0x020700"),  # ConnectX-7
+    }
+    for name, (vendor, klass) in devices.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "vendor").write_text(vendor + "\n")
+        (tmp_path / name / "class").write_text(klass + "\n")
+    assert h.sysfs_gpus(str(tmp_path)) == 2
+    assert h.sysfs_gpus(str(tmp_path / "missing")) == 0
