@@ -12,6 +12,10 @@ for unit in \
   ln -sf /dev/null "/etc/systemd/system/$unit"
 done
 
+# The SSH host keys stay those the build made: every node of every image shares them. A test node
+# listens only on its scenario's Docker network, and the harness does not check host keys
+# (UserKnownHostsFile=/dev/null); a key per container would cost each start an RSA key generation.
+
 # A fresh machine id at every container start, as on first boot.
 : > /etc/machine-id
 rm -f /var/lib/dbus/machine-id

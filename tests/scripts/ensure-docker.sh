@@ -17,7 +17,7 @@ fail() {
   exit 1
 }
 
-if command -v docker >/dev/null 2>&1 && engine_up; then
+if command -v docker >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1 && engine_up; then
   exit 0
 fi
 
@@ -25,14 +25,22 @@ if [ "$(id -u)" != 0 ] || [ ! -f /etc/debian_version ] || ! command -v apt-get >
   if ! command -v docker >/dev/null 2>&1; then
     fail "the docker command is not installed and this is not root on Debian/Ubuntu"
   fi
+  if engine_up; then
+    echo "ERROR: ssh-keygen is missing: Molecule reaches its nodes over SSH; install openssh-client." >&2
+    exit 1
+  fi
   fail "docker info failed ($(docker info 2>&1 | grep -m1 -iE 'error|cannot' || echo 'no answer'))"
 fi
 
-if ! command -v dockerd >/dev/null 2>&1; then
-  echo "==> installing docker.io from the distribution"
+# Molecule reaches its nodes over SSH (the client and ssh-keygen); docker.io brings the engine.
+missing=
+command -v dockerd >/dev/null 2>&1 || missing="$missing docker.io"
+command -v ssh-keygen >/dev/null 2>&1 || missing="$missing openssh-client"
+if [ -n "$missing" ]; then
+  echo "==> installing$missing from the distribution"
   export DEBIAN_FRONTEND=noninteractive
   # make test's apt-get calls take one lock (tests/image/build.sh): they may run side by side.
-  flock /var/lock/gpuops-apt.lock sh -c 'apt-get update -qq && apt-get install -y -qq docker.io >/dev/null'
+  flock /var/lock/gpuops-apt.lock sh -c "apt-get update -qq && apt-get install -y -qq$missing >/dev/null"
 fi
 
 if ! engine_up; then
