@@ -334,6 +334,83 @@ def test_ecc_row_remap_and_nvlink_counters_fire_when_they_rise(promtool, rules, 
     )
 
 
+def test_gpuops_health_drains_and_failures_and_a_check_that_stopped_running(promtool, rules, tmp_path):
+    """gpuops-health's textfile: its own drain (with the reason), a failure it did not drain for (a
+    Kubernetes node, or a node drained already), and a check that no longer runs."""
+    drained = 'gpuops_health_drained{reason="gpuops-health: xid GPU3",' + NODE + "}"
+    failed = 'gpuops_health_failed{check="ib_ports",subject="mlx5_0:1",' + NODE.replace("n1", "n2") + "}"
+    run_tests(
+        promtool,
+        rules,
+        [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": drained, "values": "0 0 1x10"},
+                    {"series": failed, "values": "1x10"},
+                    {"series": 'gpuops_health_drained{reason="",' + NODE.replace("n1", "n2") + "}", "values": "0x10"},
+                    # n1's check ran at minute 0 and at minute 1, then never again.
+                    {"series": f"gpuops_health_last_check_timestamp_seconds{{{NODE}}}", "values": "0 60 60x40"},
+                ],
+                "alert_rule_test": [
+                    alert("GpuopsNodeDrainedByHealthCheck", [], at="1m"),
+                    alert(
+                        "GpuopsNodeDrainedByHealthCheck",
+                        [
+                            fired(
+                                rules,
+                                "GpuopsNodeDrainedByHealthCheck",
+                                {"severity": "warning", "reason": "gpuops-health: xid GPU3", "node": "n1"}
+                                | {"job": "gpuops-node", "instance": "10.0.0.1:9100"},
+                            )
+                        ],
+                    ),
+                    alert(
+                        "GpuopsHealthCheckFailing",
+                        [
+                            fired(
+                                rules,
+                                "GpuopsHealthCheckFailing",
+                                {"severity": "warning", "check": "ib_ports", "subject": "mlx5_0:1", "node": "n2"}
+                                | {"job": "gpuops-node", "instance": "10.0.0.1:9100"},
+                            )
+                        ],
+                        at="6m",
+                    ),
+                    alert("GpuopsHealthCheckStale", [], at="20m"),
+                ],
+            },
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": f"gpuops_health_last_check_timestamp_seconds{{{NODE}}}", "values": "60x40"},
+                ],
+                # 1800 s after the last check (at 1 minute): firing at 32 minutes, not at 30.
+                "alert_rule_test": [
+                    alert("GpuopsHealthCheckStale", [], at="30m"),
+                    {
+                        "eval_time": "32m",
+                        "alertname": "GpuopsHealthCheckStale",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {"severity": "warning", "node": "n1", "job": "gpuops-node"}
+                                | {"instance": "10.0.0.1:9100"},
+                                "exp_annotations": {
+                                    "summary": "n1: gpuops-health has not run for 31m 0s",
+                                    "description": _annotations(
+                                        rules, {"node": "n1"}, None, 0, "GpuopsHealthCheckStale"
+                                    )["description"].replace("{{ $value | humanizeDuration }}", "31m 0s"),
+                                },
+                            }
+                        ],
+                    },
+                ],
+            },
+        ],
+        tmp_path,
+    )
+
+
 def profile_facts(name):
     profile = GPUSIM / "profiles" / name
     pci = classify(parse_lspci((profile / "lspci-Dnn.txt").read_text()))

@@ -143,6 +143,12 @@ def test_the_heads_alert_rules_judge_each_gpu_node_by_what_its_driver_prints(hos
     assert len(margins) == GPUS["demo-h100"] and {m["value"][1] for m in margins} == {"-2"}
     assert promql('ALERTS{alertstate="firing"}') == []
     assert promql('ALERTS{alertname="GpuopsGpuMissing"}') == []
+    # gpuops-health (slurmd's HealthCheckProgram, run at slurmd's start) left its result in each GPU
+    # node's textfile folder: the node exporter serves it, and neither node is drained by it.
+    checked = promql("gpuops_health_last_check_timestamp_seconds")
+    assert {c["metric"]["node"] for c in checked} == set(GPUS)
+    drained = promql("gpuops_health_drained")
+    assert {(d["metric"]["node"], d["value"][1]) for d in drained} == {(node, "0") for node in GPUS}
 
 
 def test_sharp_am_on_its_host(host):
