@@ -74,6 +74,12 @@ def _from_query(gpu, pci_by_bus):
         "vbios_version": gpu["vbios_version"],
         "module_id": gpu["module_id"],
         "pcie": gpu["pcie"],
+        # Where the GPU slows down and shuts down (static; the current temperature is left out, so
+        # that the facts do not change from one run to the next).
+        "temperature_thresholds": {
+            key: gpu["temperature"][key]
+            for key in ("slowdown_c", "shutdown_c", "slowdown_tlimit_c", "shutdown_tlimit_c")
+        },
         "slug": slug,
         "architecture": architecture,
         "compute_capability": capability,
@@ -97,6 +103,7 @@ def _from_pci(index, device):
         "vbios_version": None,
         "module_id": None,
         "pcie": None,
+        "temperature_thresholds": None,
         "slug": device["slug"],
         "architecture": device["architecture"],
         "compute_capability": device["compute_capability"],

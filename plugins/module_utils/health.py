@@ -33,6 +33,9 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import p
 
 PREFIX = "gpuops-health: "
 CONFIG = "/etc/gpuops/health.json"
+# The node exporter's textfile (Debian's folder), where the node exporter runs: the dcgm role's alert
+# rules read when the check last ran, what failed, and whether it drained the node.
+TEXTFILE = "gpuops-health.prom"
 STATE = "/var/lib/gpuops/health-state.json"
 # slurmd kills a HealthCheckProgram after 60 s (slurm.conf(5)); the whole check stops well before.
 DEADLINE_S = 45
@@ -201,6 +204,33 @@ def sysfs_gpus(root="/sys/bus/pci/devices"):
         if vendor.strip().lower() == "0x10de" and klass.strip().lower()[:6] in ("0x0300", "0x0302"):
             count += 1
     return count
+
+
+def _label(value):
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+
+def textfile(records, now, drained=None):
+    """The check's result in Prometheus' text format, for the node exporter's textfile collector:
+    when it ran (``now``, seconds since the epoch), one series per failed check, and, in Slurm mode,
+    whether the node stands drained by this check (``drained``: its reason, "" when not drained by
+    it, None outside Slurm)."""
+    lines = [
+        "# HELP gpuops_health_last_check_timestamp_seconds When gpuops-health last checked this node.",
+        "# TYPE gpuops_health_last_check_timestamp_seconds gauge",
+        f"gpuops_health_last_check_timestamp_seconds {now:.0f}",
+        "# HELP gpuops_health_failed A check that failed at the last run (always 1), by check and subject.",
+        "# TYPE gpuops_health_failed gauge",
+    ]
+    failed = sorted({(r["check"], r["subject"]) for r in records if r["verdict"] == "fail"})
+    lines += [f'gpuops_health_failed{{check="{_label(c)}",subject="{_label(s)}"}} 1' for c, s in failed]
+    if drained is not None:
+        lines += [
+            "# HELP gpuops_health_drained Whether gpuops-health has the node drained in Slurm, with its reason.",
+            "# TYPE gpuops_health_drained gauge",
+            f'gpuops_health_drained{{reason="{_label(drained)}"}} {1 if drained else 0}',
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def summary_lines(records):

@@ -235,6 +235,33 @@ def _mib(node, path):
     return int(match.group(1)) if match else None
 
 
+def _celsius(node, path):
+    value = _text(node, path)
+    if value is None:
+        return None
+    match = re.match(r"(-?\d+) C\Z", value)
+    return int(match.group(1)) if match else None
+
+
+def _temperature(gpu):
+    """A GPU's temperature and where it slows down, in one of the two forms nvidia-smi prints.
+
+    Drivers before the T.Limit form (and GPUs before Hopper) give absolute thresholds:
+    ``<gpu_temp_slow_threshold>89 C``. Hopper and later on recent drivers give the margin to the
+    GPU's T.Limit instead (``<gpu_temp_tlimit>53 C``: 53 degrees below it) and the thresholds as
+    margins (``<gpu_temp_slow_tlimit_threshold>-2 C``: slowing down at 2 degrees past T.Limit), with
+    no absolute slowdown temperature at all (the H100 and H200 captures of 580 drivers).
+    """
+    return {
+        "current_c": _celsius(gpu, "temperature/gpu_temp"),
+        "slowdown_c": _celsius(gpu, "temperature/gpu_temp_slow_threshold"),
+        "shutdown_c": _celsius(gpu, "temperature/gpu_temp_max_threshold"),
+        "tlimit_margin_c": _celsius(gpu, "temperature/gpu_temp_tlimit"),
+        "slowdown_tlimit_c": _celsius(gpu, "temperature/gpu_temp_slow_tlimit_threshold"),
+        "shutdown_tlimit_c": _celsius(gpu, "temperature/gpu_temp_max_tlimit_threshold"),
+    }
+
+
 def _number(value):
     if value is None:
         return None
@@ -290,8 +317,11 @@ def parse_query_xml(text):
     ``persistence_mode``, ``vbios_version``, ``serial``, ``module_id``, ``pcie``, ``performance_state``
     ``ecc`` (``remapped_rows_pending``, ``remapped_rows_failure``, ``retired_pages_pending``:
     bools or None where N/A; ``volatile_uncorrectable``: the volatile uncorrectable count, or None)
-    and ``fabric``: the GPU's NVLink fabric registration (``state``, ``status``, ``health_summary``,
-    each None where N/A or where the driver prints no ``<fabric>``).
+    ``fabric``: the GPU's NVLink fabric registration (``state``, ``status``, ``health_summary``,
+    each None where N/A or where the driver prints no ``<fabric>``), and ``temperature`` in degrees
+    Celsius, each None where not printed: ``current_c``; the absolute ``slowdown_c`` and ``shutdown_c``
+    (older drivers and GPUs), or ``tlimit_margin_c`` with the margins ``slowdown_tlimit_c`` and
+    ``shutdown_tlimit_c`` (Hopper and later on recent drivers; see :func:`_temperature`).
     """
     if not isinstance(text, str):
         raise ParseError(f"expected text, got {type(text).__name__}", QUERY_COMMAND)
@@ -348,6 +378,7 @@ def parse_query_xml(text):
                 "module_id": _number(_text(element, "platformInfo/module_id") or _text(element, "gpu_module_id")),
                 "performance_state": _text(element, "performance_state"),
                 "ecc": _ecc(element),
+                "temperature": _temperature(element),
                 "fabric": {
                     "state": _text(element, "fabric/state"),
                     "status": _text(element, "fabric/status"),

@@ -26,6 +26,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import yaml
 
@@ -338,9 +339,7 @@ class Profile:
                 f"\t\t\t<remapped_row_failure>{'N/A' if volta else 'No'}</remapped_row_failure>",
                 "\t\t</remapped_rows>",
                 *self.fabric(),
-                "\t\t<temperature>",
-                "\t\t\t<gpu_temp>31 C</gpu_temp>",
-                "\t\t</temperature>",
+                *self.temperature(),
                 "\t\t<gpu_power_readings>",
                 "\t\t\t<power_state>P0</power_state>",
                 "\t\t\t<power_draw>71.20 W</power_draw>",
@@ -352,6 +351,36 @@ class Profile:
             ]
         out.append("</nvidia_smi_log>")
         return "\n".join(out) + "\n"
+
+    # Where a GPU slows down and shuts down, in the form each generation's real capture prints:
+    # absolute thresholds on Volta (a 300 W V100, NVIDIA/nvidia-docker#1076: 90/87 C) and Ampere (the
+    # A100 capture, tests/unit/fixtures/smi_xml: 92/89 C); margins to T.Limit on Hopper (the H100 and
+    # H200 captures of 580 drivers: -8/-2 C, 54 C below T.Limit at 34 C). No capture of Ada or
+    # Blackwell with the block filled was found: those print N/A, a GPU whose threshold is unknown.
+    ABSOLUTE: ClassVar[dict[str, tuple[int, int]]] = {"Volta": (90, 87), "Ampere": (92, 89)}
+    TLIMIT: ClassVar[dict[str, tuple[int, int]]] = {"Hopper": (-8, -2)}
+
+    def temperature(self) -> list[str]:
+        arch = self.gpu["architecture"]
+        current = 31
+        out = ["\t\t<temperature>", f"\t\t\t<gpu_temp>{current} C</gpu_temp>"]
+        if arch in self.TLIMIT:
+            shutdown, slowdown = self.TLIMIT[arch]
+            out += [
+                f"\t\t\t<gpu_temp_tlimit>{88 - current} C</gpu_temp_tlimit>",
+                f"\t\t\t<gpu_temp_max_tlimit_threshold>{shutdown} C</gpu_temp_max_tlimit_threshold>",
+                f"\t\t\t<gpu_temp_slow_tlimit_threshold>{slowdown} C</gpu_temp_slow_tlimit_threshold>",
+                "\t\t\t<gpu_temp_max_gpu_tlimit_threshold>0 C</gpu_temp_max_gpu_tlimit_threshold>",
+            ]
+        else:
+            shutdown, slowdown = self.ABSOLUTE.get(arch, ("N/A", "N/A"))
+            unit = "" if shutdown == "N/A" else " C"
+            out += [
+                "\t\t\t<gpu_temp_tlimit>N/A</gpu_temp_tlimit>",
+                f"\t\t\t<gpu_temp_max_threshold>{shutdown}{unit}</gpu_temp_max_threshold>",
+                f"\t\t\t<gpu_temp_slow_threshold>{slowdown}{unit}</gpu_temp_slow_threshold>",
+            ]
+        return [*out, "\t\t</temperature>"]
 
     def fabric(self) -> list[str]:
         """The GPU's NVLink fabric registration: registered (Completed, Success) on Hopper and later

@@ -163,6 +163,16 @@ def test_slurm_health_check_interval_must_outlast_the_check():
     assert check("slurm", slurm_health_check=False, slurm_health_check_interval=30) == ([], [])
 
 
+def test_dcgm_alert_durations_must_be_prometheus_durations():
+    """promtool would refuse the rule file only when the role writes it, on the Prometheus host, after
+    the GPU nodes changed: a bad duration is refused first, naming the variable."""
+    assert check("dcgm", dcgm_alert_temperature_for="90s", dcgm_alert_xid_window="1h30m") == ([], [])
+    errors, _warnings = check("dcgm", dcgm_alert_temperature_for="1 minute")
+    assert len(errors) == 1 and errors[0].startswith("dcgm_alert_temperature_for must be a Prometheus duration")
+    errors, _warnings = check("dcgm", dcgm_alert_xid_window="0m", dcgm_alert_missing_for=5)
+    assert [e.split(" ")[0] for e in errors] == ["dcgm_alert_missing_for", "dcgm_alert_xid_window"]
+
+
 def test_container_toolkit_refuses_containerd_that_is_not_there():
     missing = {"__container_toolkit_containerd_bin": {"changed": False, "stat": {"exists": False}}}
     errors, _warnings = check("container_toolkit", missing, container_toolkit_runtimes=["containerd"])

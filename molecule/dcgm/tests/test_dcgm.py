@@ -10,6 +10,7 @@ import time
 import urllib.parse
 
 import pytest
+import yaml
 from hosts import management_address, name
 
 DCGM = "1:4.4.1-1"
@@ -179,6 +180,35 @@ def test_prometheus_scrapes_every_gpu(host):
         f"http://{h100}:9100/metrics": "up",
     }
     assert up[0]["value"][1] == str(sum(GPUS.values()))
+
+
+def test_alert_rules_are_loaded_and_judge_each_gpu_by_its_own_threshold(host):
+    """Prometheus loaded the rules (promtool-checked) and evaluates them on what the exporters serve:
+    the H100 node's textfile gives its 8 GPUs their T.Limit slowdown margin (-2 C, as its
+    nvidia-smi -q -x prints it), so no threshold alert is pending there; the V100 node has no node
+    exporter, so its 8 GPUs are pending as GPUs without a threshold, and nothing fires."""
+    monitor(host)
+    conf = yaml.safe_load(host.file("/etc/prometheus/prometheus.yml").content_string)
+    assert "/etc/prometheus/rules/gpuops-*.rules.yml" in conf["rule_files"]
+    deadline = time.monotonic() + 120
+    while True:
+        groups = {g["name"]: g for g in query(host, "rules")["groups"]}
+        margins = query(host, "query?query=gpuops_gpu_slowdown_tlimit_margin_celsius")["result"]
+        pending = query(host, "query?query=" + urllib.parse.quote('ALERTS{alertname="GpuopsGpuThresholdUnknown"}'))[
+            "result"
+        ]
+        if (len(margins) == 8 and len(pending) == 8) or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    rules = [r for g in ("gpuops-gpu", "gpuops-targets") for r in groups[g]["rules"]]
+    assert {r["health"] for r in rules} == {"ok"}, [(r["name"], r.get("lastError")) for r in rules]
+    assert {m["metric"]["node"] for m in margins} == {"dcgm-h100"}
+    assert {m["value"][1] for m in margins} == {"-2"}
+    assert len(margins) == 8
+    assert {(p["metric"]["node"], p["metric"]["alertstate"]) for p in pending} == {("dcgm-v100", "pending")}
+    assert len(pending) == 8
+    firing = query(host, "query?query=" + urllib.parse.quote('ALERTS{alertstate="firing"}'))["result"]
+    assert firing == []
 
 
 def test_grafana_dashboard_plots_what_prometheus_has(host):

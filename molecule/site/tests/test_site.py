@@ -10,6 +10,7 @@ import os
 import random
 import re
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,40 @@ def test_prometheus_on_the_head_scrapes_both_gpu_nodes(host):
             break
         time.sleep(3)
     assert counted == [expected]
+
+
+def test_the_heads_alert_rules_judge_each_gpu_node_by_what_its_driver_prints(host):
+    """The head's Prometheus evaluates the GPU alert rules on both GPU nodes' series: every GPU of the
+    last run is known (gpuops_gpu_info, from each node's node exporter textfile) and reporting, the
+    H100's GPUs carry their T.Limit slowdown margin, and the L40S's driver prints no threshold (as
+    no public L40S capture shows one), so its 4 GPUs are pending as GPUs the temperature alert
+    cannot judge. Nothing fires."""
+    head(host)
+
+    def promql(expr):
+        url = "http://127.0.0.1:9090/api/v1/query?query=" + urllib.parse.quote(expr)
+        return json.loads(host.check_output(f"curl -fsS '{url}'"))["data"]["result"]
+
+    deadline = time.monotonic() + 120
+    while True:
+        known = promql("count by (node) (gpuops_gpu_info)")
+        pending = promql('ALERTS{alertname="GpuopsGpuThresholdUnknown"}')
+        if len(pending) == GPUS["demo-l40s"] or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    assert {k["metric"]["node"]: int(k["value"][1]) for k in known} == GPUS
+    assert {(p["metric"]["node"], p["metric"]["alertstate"]) for p in pending} == {("demo-l40s", "pending")}
+    assert len(pending) == GPUS["demo-l40s"]
+    margins = promql("gpuops_gpu_slowdown_tlimit_margin_celsius")
+    assert len(margins) == GPUS["demo-h100"] and {m["value"][1] for m in margins} == {"-2"}
+    assert promql('ALERTS{alertstate="firing"}') == []
+    assert promql('ALERTS{alertname="GpuopsGpuMissing"}') == []
+    # gpuops-health (slurmd's HealthCheckProgram, run at slurmd's start) left its result in each GPU
+    # node's textfile folder: the node exporter serves it, and neither node is drained by it.
+    checked = promql("gpuops_health_last_check_timestamp_seconds")
+    assert {c["metric"]["node"] for c in checked} == set(GPUS)
+    drained = promql("gpuops_health_drained")
+    assert {(d["metric"]["node"], d["value"][1]) for d in drained} == {(node, "0") for node in GPUS}
 
 
 def test_sharp_am_on_its_host(host):

@@ -78,6 +78,23 @@ def _write_state(path, state):
     os.replace(temporary, path)
 
 
+def _write_textfile(config, records, drained=None):
+    """The result for the node exporter (health.textfile), where its textfile folder exists: written
+    whole and renamed into place, as the textfile collector asks, so that a scrape never reads half."""
+    folder = config.get("textfile_dir")
+    if not folder or not os.path.isdir(folder):
+        return
+    path = os.path.join(folder, h.TEXTFILE)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(h.textfile(records, time.time(), drained))
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except OSError as exc:
+        _say(f"gpuops-health: cannot write {path}: {exc}", sys.stderr)
+
+
 def _say(text, stream=None):
     """One line to stdout (or ``stream``): the command's output."""
     (stream or sys.stdout).write(f"{text}\n")
@@ -145,6 +162,8 @@ def main(argv=None, node=None):
     elif args.mode != "npd":
         _say("\n".join(h.summary_lines(records)))
         _say(f"gpuops-health: {verdict} in {took:.1f} s")
+    if args.mode != "slurm":
+        _write_textfile(config, records)
     if args.mode == "npd":
         if verdict == "fail":
             _say(h.reason_for(records, limit=80))
@@ -159,7 +178,10 @@ def main(argv=None, node=None):
     if text is None:
         _say(f"gpuops-health: cannot read {name}'s state from Slurm: {reason}", sys.stderr)
         return 0
-    action, why = h.decide(records, *h.parse_node_state(text, name))
+    drained, reason_now = h.parse_node_state(text, name)
+    action, why = h.decide(records, drained, reason_now)
+    ours = why if action == "drain" else (reason_now if action == "keep" and reason_now.startswith(h.PREFIX) else "")
+    _write_textfile(config, records, ours)
     if action == "drain":
         done, reason = node.run(["scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={why}"])
     elif action == "resume":

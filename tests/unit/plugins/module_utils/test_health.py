@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -188,6 +189,49 @@ def test_slurm_mode_drains_then_re_reasons_then_resumes_its_own_drain(tmp_path, 
     assert node.check() == 0 and not node.drained
     assert node.updates[-1] == ["NodeName=gpu-1", "State=RESUME"]
     assert "resume: every check passes again (drained for: fabric GPU2)" in capsys.readouterr().out
+
+
+def test_the_textfile_tells_prometheus_what_failed_and_whether_it_drained(tmp_path):
+    """Where the node exporter's textfile folder exists, each run leaves its result there, whole (the
+    collector never reads half a file): the failed checks, and in Slurm mode its own drain."""
+    node = FakeNode(tmp_path, "dgx-h100", {"lost_gpus": {"count": 1}})
+    folder = tmp_path / "node-exporter"
+    config = json.loads(node.config.read_text())
+    node.config.write_text(json.dumps(dict(config, textfile_dir=str(folder))))
+    assert node.check() == 0 and not (folder / h.TEXTFILE).exists()  # no folder: no node exporter there
+    folder.mkdir()
+    assert node.check() == 0
+    text = (folder / h.TEXTFILE).read_text()
+    assert 'gpuops_health_failed{check="gpu_count",subject="node"} 1' in text
+    assert 'gpuops_health_drained{reason="gpuops-health: gpu_count node"} 1' in text
+    assert re.search(r"^gpuops_health_last_check_timestamp_seconds \d{10}$", text, re.M)
+    node.set_faults({})
+    assert node.check() == 0
+    text = (folder / h.TEXTFILE).read_text()
+    assert "gpuops_health_failed{" not in text and 'gpuops_health_drained{reason=""} 0' in text
+    # A person's drain is not ours.
+    node.drained, node.reason = True, "cable check"
+    node.set_faults({"lost_gpus": {"count": 1}})
+    assert node.check() == 0 and 'gpuops_health_drained{reason=""} 0' in (folder / h.TEXTFILE).read_text()
+    # The report mode says what failed, nothing about Slurm.
+    assert node.check("report") == 1
+    text = (folder / h.TEXTFILE).read_text()
+    assert "gpuops_health_failed{" in text and "gpuops_health_drained" not in text
+    assert [p.name for p in folder.iterdir()] == [h.TEXTFILE]
+
+
+def test_the_textfile_passes_promtools_metrics_check_with_any_label_text():
+    promtool = subprocess.run(
+        [str(ROOT / "tests" / "scripts" / "promtool.sh")], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    checks = [
+        {"check": "ib_ports", "subject": 'mlx5_0:1 "odd"\\name\nline', "verdict": "fail", "expected": 1, "measured": 0},
+        {"check": "ecc", "subject": "all GPUs", "verdict": "pass", "expected": 1, "measured": 1},
+    ]
+    text = h.textfile(checks, 1764300000, drained="gpuops-health: ib_ports mlx5_0:1")
+    out = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert text.count("gpuops_health_failed{") == 1
 
 
 def test_slurm_mode_leaves_a_person_s_drain_as_it_is(tmp_path):

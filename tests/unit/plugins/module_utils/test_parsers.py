@@ -188,6 +188,31 @@ def test_query_xml_a10g_passthrough_with_anonymised_device_id():
     assert gpu["pcie"] == {"max_gen": 4, "current_gen": 1, "max_width": 16, "current_width": 8}
 
 
+@pytest.mark.parametrize(
+    ("name", "want"),
+    [
+        # Before the T.Limit form: absolute thresholds (an A100 on 535, an A10G on 515).
+        ("a100_sxm4_80gb_mig_4x1g20gb_v12.xml", (27, 89, 92, None, None, None)),
+        ("a10g_aws_passthrough_v11_driver515.xml", (17, 95, 98, None, None, None)),
+        # Hopper on 580 (our device captures): margins to T.Limit, no absolute slowdown temperature.
+        ("h100_sxm5_80gb_vm_1gpu_driver580_open_device_capture.xml", (34, None, None, 54, -2, -8)),
+        ("h200_141gb_vm_1gpu_driver580_159_04_open_device_capture.xml", (34, None, None, 53, -2, -8)),
+    ],
+)
+def test_query_xml_temperature_in_either_threshold_form(name, want):
+    (gpu,) = nvidia_smi.parse_query_xml(fixture("smi_xml", name))["gpus"]
+    keys = ("current_c", "slowdown_c", "shutdown_c", "tlimit_margin_c", "slowdown_tlimit_c", "shutdown_tlimit_c")
+    assert tuple(gpu["temperature"][k] for k in keys) == want
+
+
+def test_query_xml_temperature_garbage_is_unknown_not_a_number():
+    text = fixture("smi_xml", "a100_sxm4_80gb_mig_4x1g20gb_v12.xml")
+    text = text.replace("<gpu_temp_slow_threshold>89 C<", "<gpu_temp_slow_threshold>89 F<")
+    text = text.replace("<gpu_temp_max_threshold>92 C<", "<gpu_temp_max_threshold>N/A<")
+    (gpu,) = nvidia_smi.parse_query_xml(text)["gpus"]
+    assert (gpu["temperature"]["slowdown_c"], gpu["temperature"]["shutdown_c"]) == (None, None)
+
+
 def test_query_xml_edited_cases_vgpu_guest_old_driver_na_fields():
     # Edits of a real capture for what no public capture shows: a vGPU guest, a driver that does
     # not print the architecture, N/A where a number is expected, warnings before the document.
