@@ -177,7 +177,7 @@ ansible_facts:
               C(profile) and C(profile_id); null where MIG is off on every GPU),
               C(virtualization_mode), C(persistence_mode), C(vbios_version), C(module_id),
               C(pcie), C(temperature_thresholds) (degrees Celsius, each null where the driver does
-              not print it: C(slowdown_c) and C(shutdown_c), absolute, from older drivers and GPUs;
+              not print it; C(slowdown_c) and C(shutdown_c), absolute, from older drivers and GPUs;
               C(slowdown_tlimit_c) and C(shutdown_tlimit_c), margins to the GPU's T.Limit, from
               Hopper and later on recent drivers; null as a whole before the driver answers),
               C(slug), C(architecture), C(compute_capability), C(cpu_affinity) (list of
