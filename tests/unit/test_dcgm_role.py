@@ -5,6 +5,7 @@ fields, and the exporter pairing table knows the stand-in's pairs."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 
@@ -68,3 +69,43 @@ def test_the_host_engine_gpu_count_is_compared_as_a_number():
     assert _discovery_assertion("1 GPU found.", 1) is True
     assert _discovery_assertion("18 GPUs found.", 8) is False
     assert _discovery_assertion("Error: Unable to connect to host engine.", 8) is False
+
+
+def _merged(now, **overrides):
+    """prometheus.yml as the role merges it into ``now`` (the set_fact of tasks/prometheus.yml)."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "prometheus.yml").read_text())
+    (task,) = [t for t in tasks if "ansible.builtin.set_fact" in t]
+    variables = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    # As a play reads them: the task's vars are templates (trusted), the rest data.
+    variables.update({k: trust_as_template(v) if isinstance(v, str) else v for k, v in task["vars"].items()})
+    variables["__dcgm_prometheus_text"] = {"content": base64.b64encode(yaml.safe_dump(now).encode()).decode()}
+    variables["__dcgm_prometheus_files"] = {"results": [{"stat": {"exists": True}}, {"stat": {"exists": True}}]}
+    variables.update(overrides)
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return templar.template(trust_as_template(task["ansible.builtin.set_fact"]["__dcgm_prometheus_wanted"]))
+
+
+def test_prometheus_yml_gets_the_rules_and_the_alertmanager_once_and_keeps_the_sites_own():
+    debian = {
+        "global": {"evaluation_interval": "15s"},
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": ["localhost:9093"]}]}]},
+        "rule_files": None,
+        "scrape_configs": [{"job_name": "prometheus"}],
+    }
+    receiver = {"webhook_configs": [{"url": "http://127.0.0.1:9099/"}]}
+    merged = _merged(debian, dcgm_alertmanager_receiver=receiver)
+    assert merged["rule_files"] == ["/etc/prometheus/rules/gpuops-*.rules.yml"]
+    assert merged["alerting"] == debian["alerting"]  # Debian's has the Alertmanager already
+    assert [j["job_name"] for j in merged["scrape_configs"]] == ["prometheus", "gpuops-dcgm", "gpuops-node"]
+    # A site's own configuration: its rule files and Alertmanagers kept, ours added once.
+    site = {
+        "rule_files": ["/etc/prometheus/site.rules.yml"],
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": ["am.site:9093"]}]}]},
+    }
+    merged = _merged(site, dcgm_alertmanager_receiver=receiver)
+    assert merged["rule_files"] == ["/etc/prometheus/site.rules.yml", "/etc/prometheus/rules/gpuops-*.rules.yml"]
+    targets = [t for a in merged["alerting"]["alertmanagers"] for c in a["static_configs"] for t in c["targets"]]
+    assert targets == ["am.site:9093", "localhost:9093"]
+    # No receiver, no rules: nothing of ours, and no key the site did not have.
+    merged = _merged({"scrape_configs": []}, dcgm_alert_rules=False)
+    assert "rule_files" not in merged and "alerting" not in merged

@@ -173,6 +173,13 @@ def test_dcgm_alert_durations_must_be_prometheus_durations():
     assert [e.split(" ")[0] for e in errors] == ["dcgm_alert_missing_for", "dcgm_alert_xid_window"]
 
 
+def test_dcgm_alertmanager_receiver_is_named_by_the_role():
+    hook = {"webhook_configs": [{"url": "https://hooks.example/gpu"}]}
+    assert check("dcgm", dcgm_alertmanager_receiver=hook) == ([], [])
+    errors, _warnings = check("dcgm", dcgm_alertmanager_receiver=dict(hook, name="pager"))
+    assert len(errors) == 1 and "Take the name key out of dcgm_alertmanager_receiver" in errors[0]
+
+
 def test_container_toolkit_refuses_containerd_that_is_not_there():
     missing = {"__container_toolkit_containerd_bin": {"changed": False, "stat": {"exists": False}}}
     errors, _warnings = check("container_toolkit", missing, container_toolkit_runtimes=["containerd"])

@@ -211,6 +211,23 @@ def test_alert_rules_are_loaded_and_judge_each_gpu_by_its_own_threshold(host):
     assert firing == []
 
 
+def test_alertmanager_delivered_the_hot_gpu_and_its_resolution(host):
+    """The side effect heated GPU 2 of the H100 node past its T.Limit slowdown margin and cooled it:
+    Alertmanager (Debian's, configuration checked by amtool) delivered both to the webhook receiver,
+    with the node, the GPU and its UUID."""
+    monitor(host)
+    assert host.service("prometheus-alertmanager").is_running
+    assert host.file("/etc/prometheus/alertmanager.yml").mode == 0o640
+    notes = [json.loads(line) for line in host.file("/var/log/gpuops-webhook.jsonl").content_string.splitlines()]
+    alerts = [a for n in notes for a in n["alerts"] if a["labels"]["alertname"] == "GpuopsGpuSlowdownTemperature"]
+    assert {(a["status"], a["labels"]["node"], a["labels"]["gpu"]) for a in alerts} == {
+        ("firing", "dcgm-h100", "2"),
+        ("resolved", "dcgm-h100", "2"),
+    }
+    assert all(a["labels"]["UUID"].startswith("GPU-") and a["labels"]["severity"] == "critical" for a in alerts)
+    assert "7" in alerts[0]["annotations"]["summary"]  # the margin, -7 C, as Prometheus rendered it
+
+
 def test_grafana_dashboard_plots_what_prometheus_has(host):
     """Every panel's query must return series from the Prometheus the role set up: a metric the
     exporters do not export, or a job label that is not the scrape job's, plots nothing."""

@@ -6,6 +6,7 @@
 # serves /metrics in Prometheus' text format: one sample per GPU the driver reports per field.
 import argparse
 import http.server
+import json
 import os
 import socket
 import subprocess
@@ -53,6 +54,9 @@ FIELDS = {
     "DCGM_FI_PROF_NVLINK_RX_BYTES": 0,
 }
 TYPES = ("gauge", "counter", "label")
+FAULTS = os.environ.get("GPUSIM_FAULTS", "/etc/gpusim/faults.json")
+# The T.Limit the stand-in GPUs have: the margin (field 153) is this less the temperature.
+TLIMIT_C = 88
 
 
 def fail(msg):
@@ -93,8 +97,27 @@ def gpus():
     return [[f.strip() for f in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
 
 
+def temperatures():
+    """GPU index to temperature, from faults.json "temperature" [{gpu, celsius}] (a GPU running hot)."""
+    try:
+        with open(FAULTS) as handle:
+            faults = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return {str(t["gpu"]): int(t["celsius"]) for t in faults.get("temperature") or []}
+
+
+def value(field, index, hot):
+    if index in hot and field == "DCGM_FI_DEV_GPU_TEMP":
+        return hot[index]
+    if index in hot and field == "DCGM_FI_DEV_GPU_TEMP_LIMIT":
+        return TLIMIT_C - hot[index]
+    return FIELDS[field]
+
+
 def page(fields, rows, hostname):
     lines = []
+    hot = temperatures()
     for field, kind, help_text in fields:
         if kind == "label":
             continue
@@ -104,7 +127,7 @@ def page(fields, rows, hostname):
                 f'gpu="{index}",UUID="{uuid}",pci_bus_id="{bus}",device="nvidia{minor}",'
                 f'modelName="{name}",Hostname="{hostname}"'
             )
-            lines.append(f"{field}{{{labels}}} {FIELDS[field]}")
+            lines.append(f"{field}{{{labels}}} {value(field, index, hot)}")
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -134,13 +157,14 @@ def main():
             fail(f"cannot connect to the remote host engine {args.remote_hostengine_info}: {err}")
     hostname = socket.gethostname()
     rows = gpus()
-    body = page(fields, rows, hostname)
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             if self.path.split("?")[0] != "/metrics":
                 self.send_error(404)
                 return
+            # Each scrape reads the faults again (a GPU that runs hot), as DCGM reads the GPUs.
+            body = page(fields, rows, hostname)
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
