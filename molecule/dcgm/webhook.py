@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # Copyright: (c) 2026, gpuops.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The webhook receiver of molecule/dcgm: Alertmanager delivers to it, and it keeps each notification
