@@ -227,20 +227,18 @@ def _text(node, path):
     return None if value in _NA else value
 
 
-def _mib(node, path):
-    value = _text(node, path)
-    if value is None:
-        return None
-    match = re.match(r"(\d+)\s*MiB\Z", value)
+def _quantity(node, path, unit):
+    """The integer of an element such as ``81920 MiB`` or ``-2 C``; None where N/A or not that unit."""
+    match = re.match(r"(-?\d+)\s*" + unit + r"\Z", _text(node, path) or "")
     return int(match.group(1)) if match else None
+
+
+def _mib(node, path):
+    return _quantity(node, path, "MiB")
 
 
 def _celsius(node, path):
-    value = _text(node, path)
-    if value is None:
-        return None
-    match = re.match(r"(-?\d+) C\Z", value)
-    return int(match.group(1)) if match else None
+    return _quantity(node, path, "C")
 
 
 def _temperature(gpu):
