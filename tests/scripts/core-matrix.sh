@@ -25,7 +25,7 @@ run_core() {
   if [ "$(cat "$venv/.unit" 2>/dev/null)" != "$unit_packages" ]; then
     echo "==> the unit tests' packages into $venv"
     # shellcheck disable=SC2086 # one requirement per word
-    "$venv/bin/pip" install --quiet --disable-pip-version-check $unit_packages
+    tests/scripts/venv-install.sh "$venv" $unit_packages
     echo "$unit_packages" >"$venv/.unit"
   fi
   echo "==> pytest (unit) on ansible-core $core"

@@ -21,7 +21,7 @@ if [ "$(cat "$venv/.stamp" 2>/dev/null)" != "$want" ]; then
   echo "==> creating $venv: $core and tests/requirements-galaxy.txt"
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "$core" -r tests/requirements-galaxy.txt
+  tests/scripts/venv-install.sh "$venv" "$core" -r tests/requirements-galaxy.txt
   echo "$want" >"$venv/.stamp"
 fi
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

@@ -24,7 +24,7 @@ if [ ! -x "$venv/bin/ansible-test" ] || [ "$(cat "$venv/.core" 2>/dev/null)" != 
   echo "==> creating $venv with $core ($("$interpreter" --version))"
   rm -rf "$venv"
   "$interpreter" -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "$core"
+  "$top/tests/scripts/venv-install.sh" "$venv" "$core"
   echo "$core" >"$venv/.core"
 fi
 export PATH="$venv/bin:$PATH"
