@@ -12,4 +12,5 @@ if [ ! -x "$uv" ]; then
   echo "ERROR: $uv is missing: make venv installs it (requirements.txt pins it); run make venv first." >&2
   exit 1
 fi
-exec "$uv" pip install --quiet --python "$venv/bin/python" "$@"
+# The system's certificate store, as pip's: uv's own roots do not hold a site's TLS proxy's CA.
+exec "$uv" pip install --quiet --system-certs --python "$venv/bin/python" "$@"
