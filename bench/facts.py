@@ -49,6 +49,7 @@ PARSERS = {
     "ibstat": ibstat.parse_ibstat,
     "ibdev2netdev": ibstat.parse_ibdev2netdev,
     "lspci": pci.parse_lspci,
+    "lspci_vvv": pci.parse_lspci_verbose,
     "nvlink": nvidia_smi.parse_nvlink_status,
     "smi_csv": nvidia_smi.parse_query_csv,
     "nccl_tests": nccl_tests.parse_nccl_tests,
@@ -74,6 +75,14 @@ HOSTILE = {
     # The inputs a review found quadratic or unbounded (issue: reliability and security, item 4).
     "ibstat: a 32k-space line without a colon": (ibstat.parse_ibstat, "CA 'a'\n" + "a" + " " * 32000 + "x"),
     "lspci: 4,000 '[0300]: ' groups on one line": (pci.parse_lspci, "0000:00:00.0 " + "[0300]: x " * 4000),
+    "lspci -vvv: a 200k-bit ACSCtl line": (
+        pci.parse_lspci_verbose,
+        "00:01.0 PCI bridge: x\n\t\tACSCtl:\t" + "SrcValid+ " * 200000,
+    ),
+    "lspci -vvv: 100k bridges' Bus: lines under one device": (
+        pci.parse_lspci_verbose,
+        "00:01.0 PCI bridge: x\n" + "\tBus: primary=00, secondary=01, subordinate=02\n" * 100000,
+    ),
     "apt-cache policy: 200k blank lines": (host.apt_candidate, "\n" * 200000),
     "apt-cache show: a 200k-alternative Depends, then module_driver": (
         lambda text: canonical.module_driver(canonical.parse_index(text)["p"][0], "580"),
@@ -131,9 +140,10 @@ def best_ms(function, repeat):
 def parse_fixtures(repeat):
     print(f"{'parse (median of ' + str(repeat) + ')':<72} {'ms':>8}")
     for kind, parser in PARSERS.items():
-        for path in sorted((FIXTURES / kind).iterdir()):
-            if "noheader" in path.name:
-                continue  # needs its field list
+        for path in sorted((FIXTURES / kind.removesuffix("_vvv")).iterdir()):
+            other_lspci = kind.startswith("lspci") and ("_vvv_" in path.name) != kind.endswith("_vvv")
+            if "noheader" in path.name or other_lspci:
+                continue  # needs its field list; lspci -Dnn and -vvv captures share a folder
             text = path.read_text()
             print(f"  {kind + '/' + path.name:<70} {best_ms(lambda t=text, p=parser: p(t), repeat):8.3f}")
 

@@ -312,3 +312,111 @@ def classify(devices):
             model = HCAS.get(device["device_id"]) or device["device_name"]
             hcas.append(dict(device, model=model, virtual_function=virtual_function))
     return {"gpus": gpus, "nvswitches": nvswitches, "hcas": hcas}
+
+
+LSPCI_VERBOSE_COMMAND = "lspci -D -vvv"
+
+# lspci -vvv: a device starts at the line's first column with its address; its details are indented.
+_V_HEAD = re.compile(r"(?P<addr>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(?P<desc>\S.*)\Z")
+_V_BUS = re.compile(
+    r"Bus:\s+primary=(?P<primary>[0-9a-fA-F]{2}),\s+secondary=(?P<secondary>[0-9a-fA-F]{2}),"
+    r"\s+subordinate=(?P<subordinate>[0-9a-fA-F]{2})\b"
+)
+_V_FLAG = re.compile(r"(?P<name>[A-Za-z]+)(?P<value>[+-])")
+# The ACS control bits lspci names (pciutils ls-ecaps.c, PCIe base specification 7.7.11.3).
+ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
+
+
+def _acs_flags(value, line_number, line):
+    flags = {}
+    for word in value.split():
+        match = _V_FLAG.fullmatch(word)
+        if not match or match.group("name") not in ACS_BITS:
+            raise ParseError(
+                f"ACSCtl lists {word!r}, not one of {', '.join(ACS_BITS)} with + or -",
+                LSPCI_VERBOSE_COMMAND,
+                line_number,
+                line,
+            )
+        flags[match.group("name")] = match.group("value") == "+"
+    if not flags:
+        raise ParseError("ACSCtl lists no control bit", LSPCI_VERBOSE_COMMAND, line_number, line)
+    return flags
+
+
+def parse_lspci_verbose(text):
+    """Parse ``lspci -vvv`` (with or without ``-D`` and ``-nn``): what the ACS check needs of each device.
+
+    One dict per device, in the order printed: ``pci_bus_id`` (``0000:17:01.0``), ``description``
+    (the rest of its first line), ``bridge`` (``{"primary", "secondary", "subordinate"}`` as
+    integers, from a bridge's ``Bus:`` line; None for an endpoint), ``acs`` (the ``ACSCtl:`` bits as
+    ``{"ReqRedir": True, ...}``; None where the device has no ACS capability) and
+    ``capabilities_read`` (False where lspci printed ``<access denied>``: not run as root).
+    """
+    if not isinstance(text, str):
+        raise ParseError(f"expected text, got {type(text).__name__}", LSPCI_VERBOSE_COMMAND)
+    devices = []
+    seen = set()
+    device = None
+    for line_number, line in enumerate(text.replace("\r", "").split("\n"), 1):
+        if not line.strip():
+            continue
+        if not line[0].isspace():
+            if line.startswith(("pcilib:", "lspci:")):
+                continue
+            head = _V_HEAD.match(line)
+            if not head:
+                raise ParseError("not an lspci -vvv device line", LSPCI_VERBOSE_COMMAND, line_number, line)
+            bus_id = normalize_bus_id(head.group("addr"))
+            if bus_id in seen:
+                raise ParseError("PCI address listed twice", LSPCI_VERBOSE_COMMAND, line_number, line)
+            seen.add(bus_id)
+            device = {
+                "pci_bus_id": bus_id,
+                "description": head.group("desc"),
+                "bridge": None,
+                "acs": None,
+                "capabilities_read": True,
+            }
+            devices.append(device)
+            continue
+        if device is None:
+            raise ParseError("a detail line before any device", LSPCI_VERBOSE_COMMAND, line_number, line)
+        stripped = line.strip()
+        if stripped.startswith("Bus:"):
+            bus = _V_BUS.match(stripped)
+            if not bus:
+                raise ParseError(
+                    "a bridge's Bus: line without primary, secondary and subordinate",
+                    LSPCI_VERBOSE_COMMAND,
+                    line_number,
+                    line,
+                )
+            device["bridge"] = {key: int(bus.group(key), 16) for key in ("primary", "secondary", "subordinate")}
+        elif stripped.startswith("ACSCtl:"):
+            device["acs"] = _acs_flags(stripped.removeprefix("ACSCtl:"), line_number, line)
+        elif stripped == "Capabilities: <access denied>":
+            device["capabilities_read"] = False
+    return devices
+
+
+def pci_ancestors(devices, bus_id):
+    """The bridges above ``bus_id`` (as ``parse_lspci_verbose`` gives them), the nearest first.
+
+    A bridge is above a device when the device's bus lies in the bridge's secondary..subordinate
+    range, in the same PCI domain."""
+    domain, _sep, rest = (normalize_bus_id(bus_id) or "").partition(":")
+    try:
+        bus = int(rest.split(":")[0], 16)
+    except ValueError:
+        return []
+    above = [
+        d
+        for d in devices
+        if d["bridge"]
+        and d["pci_bus_id"].split(":")[0] == domain
+        and d["pci_bus_id"] != normalize_bus_id(bus_id)
+        and d["bridge"]["secondary"] <= bus <= d["bridge"]["subordinate"]
+    ]
+    # The nearest bridge has the narrowest range.
+    return sorted(above, key=lambda d: d["bridge"]["subordinate"] - d["bridge"]["secondary"])

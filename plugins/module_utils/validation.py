@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpuops.cluster.plugins.module_utils.nccl_tests import largest, reached_max, wrong_rows
+from ansible_collections.gpuops.cluster.plugins.module_utils.pci import normalize_bus_id, pci_ancestors
 from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import compare_node
 from ansible_collections.gpuops.cluster.plugins.module_utils.topology import natural_key
 
@@ -475,6 +476,78 @@ def check_fabric(gpus, nvswitch_count=0):
         records.append(record("fabric", subject, "Completed, Success", measured, "fail", why))
     if not any(r["verdict"] == "fail" for r in records):
         records.insert(0, record("fabric", "all GPUs", "Completed, Success", "Completed, Success", "pass", reason))
+    return records
+
+
+# PCIe Access Control Services: a bridge with P2P request or completion redirect on sends the traffic
+# between two devices below it up to the root complex instead of across the switch. NCCL's
+# troubleshooting guide ("PCI Access Control Services (ACS)", docs.nvidia.com/deeplearning/nccl/
+# user-guide/docs/troubleshooting.html): it can make GPU Direct perform poorly or hang, and on bare
+# metal ACS on PCI switches must be off (BIOS: IO virtualization / VT-d, or setpci ECAP_ACS+0x6.w=0000
+# at each boot). GPUDirect RDMA and GPUDirect Storage need the same direct path between GPU and NIC.
+# In a VM the hypervisor's passthrough depends on ACS: the check does not judge there.
+ACS_REDIRECT = ("ReqRedir", "CmpltRedir")
+_ACS_REASON = (
+    "lspci -vvv ACSCtl of every bridge between two GPUs or a GPU and a NIC (NCCL troubleshooting guide: "
+    "PCI Access Control Services)"
+)
+
+
+def check_acs(devices, endpoints, virtualization=None, error=None):
+    """PCIe ACS on the bridges between the node's GPUs and between each GPU and each NIC.
+
+    ``devices``: ``pci.parse_lspci_verbose`` of ``lspci -D -vvv`` (None where it could not be read,
+    ``error`` saying why). ``endpoints``: ``[(name, pci_bus_id, "gpu" or "nic")]``.
+    ``virtualization``: the GPUs' virtualization mode from ``nvidia-smi -q -x`` (``None`` on bare metal,
+    ``Pass-Through`` or ``VGPU`` in a virtual machine).
+    A bridge is between two devices when it is above one of them and not above both.
+    """
+    expected = "ReqRedir- CmpltRedir-"
+    if virtualization and virtualization.lower() != "none":
+        why = (
+            f"a virtual machine (nvidia-smi virtualization mode {virtualization}): the hypervisor's device "
+            "passthrough relies on ACS, and the guest's bridges are the hypervisor's"
+        )
+        return [record("acs", "node", expected, None, "skip", why)]
+    if devices is None:
+        return [record("acs", "node", expected, None, "skip", error or "lspci -vvv could not be read")]
+    listed = {d["pci_bus_id"] for d in devices}
+    found = [(name, normalize_bus_id(bus), kind) for name, bus, kind in endpoints if normalize_bus_id(bus) in listed]
+    if not any(kind == "gpu" for _name, _bus, kind in found) or len(found) < 2:
+        why = "fewer than two of the node's GPUs and NICs are on lspci's list: no path between them to read"
+        return [record("acs", "node", expected, None, "skip", why)]
+    above = {bus: pci_ancestors(devices, bus) for _name, bus, _kind in found}
+    between = {}
+    for i, (name_a, bus_a, kind_a) in enumerate(found):
+        for name_b, bus_b, kind_b in found[i + 1 :]:
+            if "gpu" not in (kind_a, kind_b):
+                continue
+            ids_a = {d["pci_bus_id"] for d in above[bus_a]}
+            ids_b = {d["pci_bus_id"] for d in above[bus_b]}
+            for bridge, name in [(b, name_a) for b in above[bus_a]] + [(b, name_b) for b in above[bus_b]]:
+                if (bridge["pci_bus_id"] in ids_a) != (bridge["pci_bus_id"] in ids_b):
+                    # the device below the bridge, whose traffic with the other one it redirects
+                    between.setdefault(bridge["pci_bus_id"], (bridge, set()))[1].add(name)
+    if any(not bridge["capabilities_read"] for bridge, _names in between.values()):
+        why = "lspci printed <access denied> for the bridges' capabilities: node_health must run as root"
+        return [record("acs", "node", expected, None, "skip", why)]
+    records = []
+    for bus_id, (bridge, names) in sorted(between.items()):
+        acs = bridge["acs"] or {}
+        on = [bit for bit in ACS_REDIRECT if acs.get(bit)]
+        if not on:
+            continue
+        measured = " ".join(f"{bit}{'+' if acs.get(bit) else '-'}" for bit in ACS_REDIRECT)
+        peers = ", ".join(sorted(names, key=natural_key))
+        why = (
+            f"ACS sends the peer-to-peer traffic of {peers} below it through the root complex: NCCL and GPUDirect slow "
+            f"down or hang; turn IO virtualization (VT-d/IOMMU ACS) off in the BIOS, or clear it at each boot "
+            f"(setpci -s {bus_id} ECAP_ACS+0x6.w=0000). {_ACS_REASON}"
+        )
+        records.append(record("acs", bus_id, expected, measured, "fail", why))
+    if not records:
+        measured = f"{len(between)} bridges between them, none redirects" if between else "no bridge between them"
+        records.append(record("acs", "all bridges", expected, measured, "pass", _ACS_REASON))
     return records
 
 

@@ -9,14 +9,16 @@ short_description: Measure a GPU node's health against what its hardware facts l
 version_added: 1.0.0
 description:
   - Reads the node fresh (C(nvidia-smi -q -x), C(nvidia-smi nvlink -s), the kernel log since boot,
-    C(ibstat), C(ibv_devinfo), sysfs PCIe links of the HCAs, C(/etc/nccl.conf), C(dcgmi diag -r N -j),
+    C(ibstat), C(ibv_devinfo), C(lspci -D -vvv), sysfs PCIe links of the HCAs, C(/etc/nccl.conf), C(dcgmi diag -r N -j),
     C(slurmd -C) and slurm.conf) and returns one record per check with its expected value (derived
     from the facts C(gpu_facts) and C(ib_facts) gathered, see the validate role's README), the
     measured value and a verdict (C(pass), C(fail), C(warn), C(skip) with the reason).
   - "Checks: C(gpu_count), C(driver_version), C(persistence_mode), C(ecc), C(fabric) (each GPU's
     NVLink fabric registration: C(Completed) with status C(Success) where the GPU reports one),
-    C(xid), C(nvlink), C(pcie), C(hca_pcie), C(ib_ports), C(nccl_hcas), C(dcgm_diag), C(slurmd). The cluster-wide
-    checks (one HCA firmware per model, NCCL across nodes) are the validation_report module's."
+    C(xid), C(nvlink), C(pcie), C(acs) (PCIe ACS P2P redirect on a bridge between two GPUs or a GPU
+    and a NIC, from C(lspci -D -vvv); skipped in a VM), C(hca_pcie), C(ib_ports), C(nccl_hcas),
+    C(dcgm_diag), C(slurmd). The cluster-wide checks (one HCA firmware per model, NCCL across nodes)
+    are the validation_report module's."
   - A failed check does not fail the module, nor does output a parser cannot read (that check
     fails, naming the command and the line); one run gives every finding.
   - Never changes the node. C(dcgmi diag) runs GPU tests (level 3 takes about 15 minutes); it runs
@@ -195,6 +197,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import (
     parse_nvlink_status,
     parse_query_xml,
 )
+from ansible_collections.gpuops.cluster.plugins.module_utils.pci import parse_lspci_verbose
 from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import parse_slurmd_config
 
 _SLURM_KEYS = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore", "RealMemory")
@@ -334,6 +337,16 @@ def main():
         checks += v.check_ecc(gpus)
         checks += v.check_pcie(gpus)
         checks += v.check_fabric(gpus, facts.get("nvswitch_count") or 0)
+
+    verbose, reason = reader.output("acs", ["lspci", "-D", "-vvv"], parse_lspci_verbose)
+    endpoints = [("GPU{}".format(gpu["index"]), gpu["pci_bus_id"], "gpu") for gpu in gpus if gpu.get("pci_bus_id")]
+    endpoints += [
+        (nic["pci_bus_id"], nic["pci_bus_id"], "nic")
+        for nic in facts.get("hca_pci") or []
+        if nic.get("pci_bus_id") and not nic.get("virtual_function")
+    ]
+    modes = sorted({gpu.get("virtualization_mode") or "None" for gpu in gpus} - {"None"})
+    checks += v.check_acs(verbose, endpoints, modes[0] if modes else None, reason)
 
     kernel_log, reason = reader.output("xid", ["dmesg"])
     if kernel_log is None:

@@ -7,6 +7,7 @@ NVSwitches, NICs, CPU/NUMA layout and, where we have them, real captures to take
 (``captures/``). This script writes, for every spec, the outputs the node's tools print:
 
     profiles/<name>/lspci-Dnn.txt        lspci -Dnn
+    profiles/<name>/lspci-Dvvv.txt       lspci -D -vvv: the bridges above the GPUs and NICs, with ACS
     profiles/<name>/nvidia-smi-q-x.xml   nvidia-smi -q -x
     profiles/<name>/nvidia-smi-topo-m.txt  nvidia-smi topo -m
     profiles/<name>/ibstat.txt           ibstat
@@ -161,6 +162,89 @@ class Profile:
                 f"{cls}: Mellanox Technologies {NIC_PCI_NAMES[nic['pci_id']]} [15b3:{nic['pci_id']}]"
             )
         return "".join(f"{addr} {rows[addr]}\n" for addr in sorted(rows))
+
+    # lspci -vvv of the bridges: a GPU and the NICs on its PCIe switch (the profile's nic.gpu, PIX in
+    # topo -m) sit below one switch (its upstream port on a root port); a GPU or NIC alone sits in a
+    # root port of its own. The bridges' names and ACS lines are those of a real 8 x H100 host with
+    # Broadcom PEX890xx switches (leptonai/gpud pkg/pci/testdata/lspci-vvv, tests/unit/fixtures/
+    # lspci/SOURCES.md): ACS redirect off on every port, as NCCL's guidance asks of bare metal.
+    ACS_OFF = "SrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-"
+    ACS_CAP = "SrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
+
+    def pcie_groups(self) -> list[list[int]]:
+        """The endpoints' buses grouped by PCIe switch, each group's buses sorted, groups by first bus."""
+        gpu = [int(bus[5:7], 16) for bus in self.gpu_bus]
+        merged: list[set[int]] = []
+        nics = [{int(n["bus"][:2], 16)} | {gpu[g] for g in n["gpu"]} for n in self.nics]
+        for members in [{bus} for bus in gpu] + nics:
+            group = set(members)
+            for other in [m for m in merged if m & group]:
+                merged.remove(other)
+                group |= other
+            merged.append(group)
+        return sorted((sorted(group) for group in merged), key=lambda group: group[0])
+
+    @staticmethod
+    def _bridge(addr: str, name: str, port: str, bus: tuple[int, int, int], acs: bool) -> str:
+        lines = [
+            f"{addr} PCI bridge: {name} (prog-if 00 [Normal decode])",
+            "\tControl: I/O- Mem+ BusMaster+ SpecCycle- MemWINV- VGASnoop- ParErr- Stepping- SERR+ FastB2B- DisINTx+",
+            "\tBus: primary={:02x}, secondary={:02x}, subordinate={:02x}, sec-latency=0".format(*bus),
+            f"\tCapabilities: [40] Express (v2) {port}, MSI 00",
+        ]
+        if acs:
+            lines += [
+                "\tCapabilities: [220 v1] Access Control Services",
+                f"\t\tACSCap:\t{Profile.ACS_CAP}",
+                f"\t\tACSCtl:\t{Profile.ACS_OFF}",
+            ]
+        return "\n".join(lines) + "\n"
+
+    def lspci_verbose(self) -> str:
+        used = {int(b[5:7], 16) for b in self.gpu_bus + self.nvswitch_bus} | {int(n["bus"][:2], 16) for n in self.nics}
+        used |= {0x00, 0x03}
+        blocks = {}
+        previous = 0x00
+        root = "Intel Corporation Device 352a (rev 04)"
+        switch = "Broadcom / LSI PEX890xx PCIe Gen 5 Switch (rev b0)"
+        for slot, group in enumerate(self.pcie_groups(), 1):
+            first, last = group[0], group[-1]
+            foreign = [b for b in used if first <= b <= last and b not in group]
+            if foreign or first <= previous:
+                raise SystemExit(f"{self.name}: PCIe group {group} overlaps bus {foreign or previous}")
+            upstream, internal = first - 2, first - 1
+            as_switch = len(group) > 1 and upstream > previous and not {upstream, internal} & used
+            secondary = upstream if as_switch else first
+            blocks[f"0000:00:{slot:02x}.0"] = self._bridge(
+                f"0000:00:{slot:02x}.0", root, "Root Port (Slot+)", (0, secondary, last), True
+            )
+            if as_switch:
+                blocks[f"0000:{upstream:02x}:00.0"] = self._bridge(
+                    f"0000:{upstream:02x}:00.0", switch, "Upstream Port", (upstream, internal, last), False
+                )
+                for port, bus in enumerate(group):
+                    addr = f"0000:{internal:02x}:{port:02x}.0"
+                    blocks[addr] = self._bridge(addr, switch, "Downstream Port (Slot+)", (internal, bus, bus), True)
+            previous = last
+        for bus in self.gpu_bus:
+            blocks[bus] = (
+                f"{bus} 3D controller: NVIDIA Corporation {self.gpu['pci_class_name']} (rev a1)\n"
+                f"\tSubsystem: NVIDIA Corporation Device {self.gpu['subsystem_id'][:4].lower()}\n"
+                "\tCapabilities: [60] Express (v2) Endpoint, MSI 00\n"
+                "\tKernel driver in use: nvidia\n"
+            )
+        sw = self.spec.get("nvswitch") or {}
+        for bus in self.nvswitch_bus:
+            blocks[bus] = f"{bus} Bridge: NVIDIA Corporation {sw['pci_class_name']} (rev a1)\n"
+        for nic in self.nics:
+            cls = "Infiniband controller" if nic["link_layer"] == "InfiniBand" else "Ethernet controller"
+            addr = f"0000:{nic['bus']}"
+            blocks[addr] = (
+                f"{addr} {cls}: Mellanox Technologies {NIC_PCI_NAMES[nic['pci_id']]}\n"
+                "\tCapabilities: [60] Express (v2) Endpoint, MSI 00\n"
+                "\tKernel driver in use: mlx5_core\n"
+            )
+        return "\n".join(blocks[addr] for addr in sorted(blocks))
 
     def topo(self) -> str:
         if self.spec.get("topo_capture"):
@@ -429,6 +513,7 @@ class Profile:
     def outputs(self) -> dict[str, str]:
         return {
             "lspci-Dnn.txt": self.lspci(),
+            "lspci-Dvvv.txt": self.lspci_verbose(),
             "nvidia-smi-q-x.xml": self.xml(),
             "nvidia-smi-topo-m.txt": self.topo(),
             "ibstat.txt": self.ibstat(),

@@ -11,7 +11,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
-from ansible_collections.gpuops.cluster.plugins.module_utils import mig
+from ansible_collections.gpuops.cluster.plugins.module_utils import mig, pci
 from ansible_collections.gpuops.cluster.plugins.module_utils import nvidia_smi as nvidia_smi_parsers
 from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import cpu_topology, parse_lscpu
 from conftest import GPUSIM, PROFILE_NAMES, fixture, profile_summary
@@ -67,9 +67,33 @@ def test_lspci_vendor_filter_keeps_exactly_that_vendor(name, vendor):
 
 
 def test_lspci_refuses_options_it_does_not_simulate():
-    result = run(LSPCI, "-vvv", profile="dgx-h100")
+    result = run(LSPCI, "-k", profile="dgx-h100")
     assert result.returncode == 2
-    assert "unsupported argument '-vvv'" in result.stderr
+    assert "unsupported argument '-k'" in result.stderr
+    result = run(LSPCI, "-vvv", "-nn", profile="dgx-h100")
+    assert result.returncode == 2 and "-v with -n or -d is not simulated" in result.stderr
+
+
+@pytest.mark.parametrize("name", PROFILE_NAMES)
+def test_lspci_vvv_puts_every_gpu_and_nic_below_its_bridges_and_the_acs_fault_on_the_gpus(name, tmp_path):
+    faults = tmp_path / "faults.json"
+    env = {"GPUSIM_FAULTS": str(faults)}
+    devices = pci.parse_lspci_verbose(run(LSPCI, "-D", "-vvv", profile=name, env_extra=env).stdout)
+    summary = profile_summary(name)
+    # The GPUs and NICs (not the host bridge, the BMC's VGA or the NVSwitches, class 0680).
+    endpoints = {
+        d["pci_bus_id"]
+        for d in pci.parse_lspci(run(LSPCI, "-Dnn", profile=name).stdout)
+        if d["vendor_id"] in ("10de", "15b3") and d["class_id"] != "0680"
+    }
+    assert {d["pci_bus_id"] for d in devices} >= endpoints
+    assert all(pci.pci_ancestors(devices, bus) for bus in endpoints)  # every GPU and NIC sits in a port
+    assert not any((d["acs"] or {}).get("ReqRedir") for d in devices)
+    faults.write_text('{"acs": [{"gpu": 0}]}')
+    faulted = pci.parse_lspci_verbose(run(LSPCI, "-D", "-vvv", profile=name, env_extra=env).stdout)
+    gpu0 = summary["gpu_pci_bus_ids"][0]
+    nearest = pci.pci_ancestors(faulted, gpu0)[0]
+    assert [d["pci_bus_id"] for d in faulted if (d["acs"] or {}).get("ReqRedir")] == [nearest["pci_bus_id"]]
 
 
 @pytest.mark.parametrize("name", PROFILE_NAMES)

@@ -193,6 +193,17 @@ def test_chrony_needs_a_source():
     assert len(errors) == 1 and "list your NTP servers" in errors[0]
 
 
+def test_acs_clearing_is_refused_on_a_virtual_machine_only():
+    vm = dict(facts(), virtualization_role="guest", virtualization_type="kvm")
+    errors, _warnings = check("os_tuning", ansible_facts=vm, os_tuning_pcie_acs_clear=True)
+    assert len(errors) == 1 and errors[0].startswith("os_tuning_pcie_acs_clear is true, but node1 is a kvm virtual")
+    assert check("os_tuning", ansible_facts=vm) == ([], [])
+    container = dict(vm, virtualization_type="docker")
+    bare_metal = dict(facts(), virtualization_role="host", virtualization_type="kvm")
+    for node in (container, bare_metal, facts()):
+        assert check("os_tuning", ansible_facts=node, os_tuning_pcie_acs_clear=True) == ([], [])
+
+
 def test_mig_refuses_a_layout_the_driver_the_run_installs_cannot_run():
     """The rule reads the driver preflight resolved: the exact version where one is declared, else the branch."""
     gpus = [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "pci_device_id": "0x2330", "mig_mode": None}]

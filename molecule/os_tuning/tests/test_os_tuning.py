@@ -77,3 +77,18 @@ def test_numa_tools_work(host):
     assert host.package("hwloc").is_installed
     assert "available:" in host.check_output("numactl --hardware")
     assert "Machine" in host.check_output("lstopo-no-graphics --of console")
+
+
+def test_the_acs_unit_ran_at_converge_and_starts_at_boot(host):
+    service = host.service("gpuops-acs-clear")
+    assert service.is_enabled
+    shown = host.check_output("systemctl show gpuops-acs-clear -p ActiveState -p Result -p ExecMainStatus")
+    assert dict(line.split("=", 1) for line in shown.splitlines()) == {
+        "ActiveState": "active",
+        "Result": "success",
+        "ExecMainStatus": "0",
+    }
+    # The host's PCI bus has no NVIDIA device: the real script walked it and said so.
+    log = host.check_output("journalctl -u gpuops-acs-clear --no-pager -o cat")
+    assert "gpuops-acs-clear: no bridge above a GPU or NIC (0 such devices on PCI): nothing to clear" in log
+    assert host.run("setpci --version").rc == 0

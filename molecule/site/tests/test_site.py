@@ -200,7 +200,7 @@ INJECTED = {
         ("hca_firmware", "mlx5_9"),
         ("xid", "GPU2"),
     },
-    "demo-l40s": {("dcgm_diag", "software"), ("nccl_node", "demo-l40s")},
+    "demo-l40s": {("dcgm_diag", "software"), ("nccl_node", "demo-l40s"), ("acs", "0000:00:02.0")},
 }
 
 
@@ -234,6 +234,7 @@ def test_the_converged_cluster_passes_the_gate_with_thresholds_from_its_hardware
             "ecc",
             "xid",
             "pcie",
+            "acs",
             "nccl_hcas",
             "dcgm_diag",
             "hca_firmware",
@@ -263,6 +264,8 @@ def test_each_injected_fault_fails_exactly_its_own_check(host):
     l40s = {(c["check"], c["subject"]): c for c in data["nodes"]["demo-l40s"]["checks"]}
     assert "inforom is corrupt" in l40s[("dcgm_diag", "software")]["reason"]
     assert l40s[("nccl_node", "demo-l40s")]["verdict"] == "fail"
+    assert l40s[("acs", "0000:00:02.0")]["measured"] == "ReqRedir+ CmpltRedir+"
+    assert "of GPU1 below it" in l40s[("acs", "0000:00:02.0")]["reason"]
 
 
 def test_the_gate_drains_exactly_the_failing_nodes_with_their_checks_as_the_reason(host):

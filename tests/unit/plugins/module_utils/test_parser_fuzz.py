@@ -26,6 +26,7 @@ PARSERS = {
     "ibstat": (ibstat.parse_ibstat, "ibstat.txt"),
     "ibdev2netdev": (ibstat.parse_ibdev2netdev, "ibdev2netdev.txt"),
     "lspci": (pci.parse_lspci, "lspci-Dnn.txt"),
+    "lspci_vvv": (pci.parse_lspci_verbose, "lspci-Dvvv.txt"),
     # The validation parsers: real captures only (the gpusim outputs of these are generated).
     "nvlink": (nvidia_smi.parse_nvlink_status, None),
     "smi_csv": (nvidia_smi.parse_query_csv, None),
@@ -62,7 +63,7 @@ PARSERS = {
     ),
 }
 # Parsers that read another parser's captures.
-FOLDERS = {"packages_index": "ubuntu_archive"}
+FOLDERS = {"packages_index": "ubuntu_archive", "lspci_vvv": "lspci"}
 
 
 def corpus(kind):

@@ -61,7 +61,7 @@ def stand_ins(tmp_path, monkeypatch):
             return done.returncode, done.stdout, done.stderr
 
     tools = Tools()
-    binaries = {name: str(bin_dir / name) for name in ("nvidia-smi", "ibstat", "ibv_devinfo", "dmesg")}
+    binaries = {name: str(bin_dir / name) for name in ("nvidia-smi", "ibstat", "ibv_devinfo", "dmesg", "lspci")}
     Node(monkeypatch, binaries, {})
     monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda module, argv, **kwargs: tools.run(argv, **kwargs))
     return tools
@@ -95,6 +95,7 @@ def test_healthy_dgx_h100_passes_every_check_it_can_measure(stand_ins):
         "persistence_mode": "pass",
         "ecc": "pass",
         "pcie": "pass",
+        "acs": "pass",
         "fabric": "pass",
         "xid": "pass",
         "nvlink": "pass",
@@ -104,6 +105,9 @@ def test_healthy_dgx_h100_passes_every_check_it_can_measure(stand_ins):
         "slurmd": "skip",
     }
     assert checks[("nvlink", "all GPUs")]["expected"] == "18 links per GPU at 26.562 GB/s"
+    # The profile's switches (tests/gpusim/assemble.py): per GPU a root port, a switch's upstream port
+    # without ACS and a downstream port for the GPU and one for its NIC; the Ethernet cards in root ports.
+    assert checks[("acs", "all bridges")]["measured"] == "34 bridges between them, none redirects"
     assert checks[("gpu_count", "node")]["expected"] == 8
     assert result["nccl_expected"]["floor"] == 435.4
     assert len(result["hcas"]) == 12 and result["fabric"] == "InfiniBand"
@@ -122,15 +126,20 @@ def test_each_fault_fails_its_own_check_and_no_other(stand_ins):
         "xid": [{"gpu": 2, "xid": 79}, {"gpu": 0, "xid": 13}],
         "hca_firmware": {"mlx5_9": "28.37.1014"},
         "fabric": [{"gpu": 6, "state": "In Progress", "status": "N/A"}],
+        "acs": [{"gpu": 2}],
     }
     result, checks = health(stand_ins, "dgx-h100", faults, nccl_conf=H100_HCAS)
     assert failed(checks) == {
+        ("acs", "0000:70:01.0"),
         ("nvlink", "GPU3"),
         ("pcie", "GPU5"),
         ("ib_ports", "mlx5_4:1"),
         ("xid", "GPU2"),
         ("fabric", "GPU6"),
     }
+    acs = checks[("acs", "0000:70:01.0")]
+    assert acs["measured"] == "ReqRedir+ CmpltRedir+" and "of GPU2 below it" in acs["reason"]
+    assert "setpci -s 0000:70:01.0 ECAP_ACS+0x6.w=0000" in acs["reason"]
     assert checks[("fabric", "GPU6")]["measured"] == "In Progress"
     assert "nvidia-fabricmanager" in checks[("fabric", "GPU6")]["reason"]
     assert checks[("xid", "GPU0")]["verdict"] == "warn"  # Xid 13 is not in the fatal list
