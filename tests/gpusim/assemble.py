@@ -8,6 +8,7 @@ NVSwitches, NICs, CPU/NUMA layout and, where we have them, real captures to take
 
     profiles/<name>/lspci-Dnn.txt        lspci -Dnn
     profiles/<name>/lspci-Dvvv.txt       lspci -D -vvv: the bridges above the GPUs and NICs, with ACS
+    profiles/<name>/infiniband.json      /sys/class/infiniband as the kernel writes it (gpusim-sysfs)
     profiles/<name>/nvidia-smi-q-x.xml   nvidia-smi -q -x
     profiles/<name>/nvidia-smi-topo-m.txt  nvidia-smi topo -m
     profiles/<name>/ibstat.txt           ibstat
@@ -318,6 +319,36 @@ class Profile:
             ]
         return "\n".join(out) + "\n"
 
+    # /sys/class/infiniband's files as the kernel's ib_core writes them (Documentation/ABI/stable/
+    # sysfs-class-infiniband): "<id>: <NAME>" states, "<Gb/s> Gb/sec (<lanes>X <speed>)" rates, the
+    # node GUID in four groups. The same CA, port state and rate as ibstat.txt.
+    SPEEDS: ClassVar[dict[int, str]] = {10: "QDR", 14: "FDR", 25: "EDR", 50: "HDR", 100: "NDR", 200: "XDR"}
+
+    def infiniband(self) -> str:
+        cas = {}
+        for nic in sorted(self.nics, key=lambda n: (len(n["name"]), n["name"])):  # mlx5_2 before mlx5_10
+            up = nic["state"] == "Active"
+            init = nic["state"] == "Initializing"
+            eth = nic["link_layer"] == "Ethernet"
+            rate = nic["rate"] if up or init else 40
+            state = {"Active": "4: ACTIVE", "Initializing": "2: INIT"}.get(nic["state"], "1: DOWN")
+            phys = "5: LinkUp" if up or init else ("3: Disabled" if eth else "2: Polling")
+            guid = nic["guid"].removeprefix("0x").rjust(16, "0")
+            cas[nic["name"]] = {
+                "fw_ver": nic["firmware"],
+                "hca_type": nic["ca_type"],
+                "node_guid": ":".join(guid[i : i + 4] for i in range(0, 16, 4)),
+                "ports": {
+                    "1": {
+                        "link_layer": nic["link_layer"],
+                        "state": state,
+                        "phys_state": phys,
+                        "rate": f"{rate} Gb/sec (4X {self.SPEEDS.get(rate // 4, '')})".replace(" )", ")"),
+                    }
+                },
+            }
+        return json.dumps(cas, indent=2) + "\n"
+
     def ibdev2netdev(self) -> str:
         return "".join(
             f"{nic['name']} port 1 ==> {nic['netdev']} ({'Up' if nic['state'] == 'Active' else 'Down'})\n"
@@ -514,6 +545,7 @@ class Profile:
         return {
             "lspci-Dnn.txt": self.lspci(),
             "lspci-Dvvv.txt": self.lspci_verbose(),
+            "infiniband.json": self.infiniband(),
             "nvidia-smi-q-x.xml": self.xml(),
             "nvidia-smi-topo-m.txt": self.topo(),
             "ibstat.txt": self.ibstat(),

@@ -36,6 +36,7 @@ TOOLS = {
     "dmesg": "usr/local/bin",
     "all_reduce_perf": "opt/nccl-tests/current/build",
     "gpusim-devices": "usr/local/sbin",
+    "gpusim-sysfs": "usr/local/sbin",
 }
 
 DEVICES_UNIT = """\
@@ -51,6 +52,35 @@ ExecStart=/usr/local/sbin/gpusim-devices
 
 [Install]
 WantedBy=sysinit.target
+"""
+
+# The profile's /sys/class/infiniband under /var/lib/gpusim/sys (gpusim-sysfs), kept current every
+# 10 s (a fault's rising counters rise), and the node exporter reading its sysfs there.
+SYSFS_UNIT = """\
+[Unit]
+Description=gpusim: write the profile's /sys/class/infiniband under /var/lib/gpusim/sys
+
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/gpusim-sysfs
+"""
+SYSFS_TIMER = """\
+[Unit]
+Description=gpusim: keep /var/lib/gpusim/sys current
+
+[Timer]
+OnActiveSec=0
+OnUnitActiveSec=10s
+AccuracySec=1s
+
+[Install]
+WantedBy=timers.target
+"""
+# Debian's and Ubuntu's unit start it as /usr/bin/prometheus-node-exporter $ARGS.
+NODE_EXPORTER_DROPIN = """\
+[Service]
+ExecStart=
+ExecStart=/usr/bin/prometheus-node-exporter $ARGS --path.sysfs=/var/lib/gpusim/sys
 """
 
 # 2024-01-01: any fixed time; the node's files take it, so tar --diff compares contents only.
@@ -76,6 +106,12 @@ def members(profile: str) -> dict[str, tuple[bytes, int]]:
     )
     files["etc/gpusim-profile"] = (f"{profile}\n".encode(), 0o644)
     files["etc/systemd/system/gpusim-devices.service"] = (DEVICES_UNIT.encode(), 0o644)
+    files["etc/systemd/system/gpusim-sysfs.service"] = (SYSFS_UNIT.encode(), 0o644)
+    files["etc/systemd/system/gpusim-sysfs.timer"] = (SYSFS_TIMER.encode(), 0o644)
+    files["etc/systemd/system/prometheus-node-exporter.service.d/gpusim-sysfs.conf"] = (
+        NODE_EXPORTER_DROPIN.encode(),
+        0o644,
+    )
     return files
 
 

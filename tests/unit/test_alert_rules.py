@@ -13,7 +13,7 @@ import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
-from ansible_collections.gpuops.cluster.plugins.module_utils import nvidia_smi
+from ansible_collections.gpuops.cluster.plugins.module_utils import ibstat, nvidia_smi
 from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts
 from ansible_collections.gpuops.cluster.plugins.module_utils.pci import classify, parse_lspci
 from ansible_collections.gpuops.cluster.plugins.module_utils.validation import FATAL_XIDS
@@ -409,6 +409,91 @@ def test_gpuops_health_drains_and_failures_and_a_check_that_stopped_running(prom
         ],
         tmp_path,
     )
+
+
+def test_compute_ports_fire_when_down_slow_erring_or_congested_and_other_ports_never(promtool, rules, tmp_path):
+    """gpuops-ib.prom names the compute ports (mlx5_0, mlx5_3, mlx5_4 at 400 Gb/s); mlx5_1 is an
+    Ethernet port off the compute fabric, down and erring without an alert."""
+
+    def port(device):
+        return f'device="{device}",port="1",{NODE}'
+
+    rate = "5e10x40"
+    series = [
+        {
+            "series": f'gpuops_ib_compute_port_rate_bytes_per_second{{{port(d)},link_layer="InfiniBand"}}',
+            "values": rate,
+        }
+        for d in ("mlx5_0", "mlx5_3", "mlx5_4")
+    ]
+    series += [
+        {"series": f"node_infiniband_state_id{{{port('mlx5_0')}}}", "values": "4x40"},
+        {"series": f"node_infiniband_state_id{{{port('mlx5_3')}}}", "values": "4 4 1x38"},  # down at 2m
+        {"series": f"node_infiniband_state_id{{{port('mlx5_4')}}}", "values": "4x40"},
+        {"series": f"node_infiniband_state_id{{{port('mlx5_1')}}}", "values": "1x40"},
+        {"series": f"node_infiniband_rate_bytes_per_second{{{port('mlx5_0')}}}", "values": rate},
+        {"series": f"node_infiniband_rate_bytes_per_second{{{port('mlx5_4')}}}", "values": "2.5e10x40"},  # HDR
+        {"series": f"node_infiniband_port_errors_received_total{{{port('mlx5_0')}}}", "values": "0 0 0 5x37"},
+        {"series": f"node_infiniband_symbol_error_total{{{port('mlx5_1')}}}", "values": "0+100x40"},
+        # 4e10 ticks a minute of 8 bytes over 5e10 bytes/s: 10.67 % of the link's time; mlx5_0 0.27 %.
+        {"series": f"node_infiniband_port_transmit_wait_total{{{port('mlx5_4')}}}", "values": "0+4e10x40"},
+        {"series": f"node_infiniband_port_transmit_wait_total{{{port('mlx5_0')}}}", "values": "0+1e9x40"},
+    ]
+    node = {"node": "n1", "job": "gpuops-node", "instance": "10.0.0.1:9100", "port": "1"}
+    down = dict(node, device="mlx5_3", link_layer="InfiniBand", severity="critical")
+    errors = dict(node, device="mlx5_0", severity="warning")
+    # One-to-one matching on (node, device, port) keeps those labels only.
+    slow = {"node": "n1", "device": "mlx5_4", "port": "1", "severity": "warning"}
+    congested = slow
+    run_tests(
+        promtool,
+        rules,
+        [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    alert("GpuopsIbPortDown", [], at="3m"),  # not before dcgm_alert_ib_for
+                    alert("GpuopsIbPortDown", [fired(rules, "GpuopsIbPortDown", down)]),
+                    alert("GpuopsIbPortSlow", [fired(rules, "GpuopsIbPortSlow", slow, "2.5e+10")]),
+                    alert("GpuopsIbPortErrors", [fired(rules, "GpuopsIbPortErrors", errors)]),
+                    alert("GpuopsIbPortErrors", [], at="25m"),  # out of the window: quiet again
+                    alert("GpuopsIbCongestion", [], at="10m"),  # not before 10 minutes of it
+                    {
+                        "eval_time": "20m",
+                        "alertname": "GpuopsIbCongestion",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": congested,
+                                "exp_annotations": {
+                                    key: value.replace("{{ $value | humanizePercentage }}", "10.67%")
+                                    for key, value in _annotations(
+                                        rules, congested, None, 0, "GpuopsIbCongestion"
+                                    ).items()
+                                },
+                            }
+                        ],
+                    },
+                ],
+            }
+        ],
+        tmp_path,
+    )
+
+
+@pytest.mark.parametrize(
+    ("profile", "fabric", "ports"),
+    [("dgx-h100", "InfiniBand", 8), ("pcie-l40s", "Ethernet", 1), ("hgx-a100", "InfiniBand", 6)],
+)
+def test_each_nodes_ib_textfile_names_the_active_ports_of_its_compute_fabric(promtool, profile, fabric, ports):
+    cas = ibstat.parse_ibstat((GPUSIM / "profiles" / profile / "ibstat.txt").read_text())
+    infiniband = {"hcas": cas, "active_ports": ibstat.active_ports(cas)}
+    text = render("gpuops-ib.prom.j2", ansible_facts={"infiniband": infiniband})
+    out = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    samples = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert len(samples) == ports and all(f'link_layer="{fabric}"' in s for s in samples)
+    assert f"({fabric}: the Active ports NCCL uses)" in text
 
 
 def profile_facts(name):

@@ -11,7 +11,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
-from ansible_collections.gpuops.cluster.plugins.module_utils import mig, pci
+from ansible_collections.gpuops.cluster.plugins.module_utils import ibstat, mig, pci
 from ansible_collections.gpuops.cluster.plugins.module_utils import nvidia_smi as nvidia_smi_parsers
 from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import cpu_topology, parse_lscpu
 from conftest import GPUSIM, PROFILE_NAMES, fixture, profile_summary
@@ -403,3 +403,41 @@ def test_mig_parted_stops_where_a_busy_gpu_keeps_the_mode_pending(mig_parted):
     result = mig_parted("apply", "-f", str(mig_parted.tmp / "config.yaml"), "-c", "mixed")
     assert result.returncode == 1 and "MIG mode change pending on GPU 1" in result.stderr
     assert "reboot the node" in result.stderr
+
+
+SYSFS = GPUSIM / "bin" / "gpusim-sysfs"
+
+
+@pytest.mark.parametrize("name", PROFILE_NAMES)
+def test_sysfs_infiniband_is_the_profiles_ibstat_as_the_kernel_writes_it(name, tmp_path):
+    env = {"GPUSIM_SYSFS": str(tmp_path / "sys"), "GPUSIM_FAULTS": str(tmp_path / "faults.json")}
+    assert run(SYSFS, profile=name, env_extra=env).returncode == 0
+    cas = ibstat.parse_ibstat(run(IBSTAT, profile=name, env_extra=env).stdout)
+    root = tmp_path / "sys" / "class" / "infiniband"
+    assert sorted(p.name for p in root.iterdir()) == sorted(ca["name"] for ca in cas)
+    states = {"Active": "4: ACTIVE", "Down": "1: DOWN", "Initializing": "2: INIT", "Polling": "1: DOWN"}
+    for ca in cas:
+        assert (root / ca["name"] / "fw_ver").read_text() == ca["firmware_version"] + "\n"
+        port = root / ca["name"] / "ports" / "1"
+        assert (port / "state").read_text() == states[ca["ports"][0]["state"]] + "\n"
+        assert (port / "link_layer").read_text() == ca["ports"][0]["link_layer"] + "\n"
+        if ca["ports"][0]["state"] == "Active":
+            assert (port / "rate").read_text().startswith(f"{ca['ports'][0]['rate']} Gb/sec (4X ")
+        assert (port / "counters" / "port_xmit_wait").read_text() == "0\n"
+
+
+def test_sysfs_faults_take_a_port_down_and_make_its_errors_rise(tmp_path):
+    env = {"GPUSIM_SYSFS": str(tmp_path / "sys"), "GPUSIM_FAULTS": str(tmp_path / "faults.json")}
+    (tmp_path / "faults.json").write_text(json.dumps({"ib_port_down": ["mlx5_4"], "ib_errors": {"mlx5_3": 30}}))
+    written = (tmp_path / "faults.json").stat().st_mtime
+    os.utime(tmp_path / "faults.json", (written - 120, written - 120))  # written two minutes ago
+    assert run(SYSFS, profile="dgx-h100", env_extra=env).returncode == 0
+    ports = tmp_path / "sys" / "class" / "infiniband"
+    assert (ports / "mlx5_4" / "ports" / "1" / "state").read_text() == "1: DOWN\n"
+    assert (ports / "mlx5_4" / "ports" / "1" / "phys_state").read_text() == "2: Polling\n"
+    assert (ports / "mlx5_4" / "ports" / "1" / "counters" / "link_downed").read_text() == "1\n"
+    assert int((ports / "mlx5_3" / "ports" / "1" / "counters" / "symbol_error").read_text()) >= 60
+    (tmp_path / "faults.json").write_text("{}")
+    assert run(SYSFS, profile="dgx-h100", env_extra=env).returncode == 0
+    assert (ports / "mlx5_4" / "ports" / "1" / "state").read_text() == "4: ACTIVE\n"
+    assert (ports / "mlx5_3" / "ports" / "1" / "counters" / "symbol_error").read_text() == "0\n"

@@ -228,6 +228,27 @@ def test_alertmanager_delivered_the_hot_gpu_and_its_resolution(host):
     assert "7" in alerts[0]["annotations"]["summary"]  # the margin, -7 C, as Prometheus rendered it
 
 
+def test_the_compute_fabric_is_in_prometheus_and_its_port_down_reached_the_webhook(host):
+    """The H100 node's node exporter reads the simulated /sys/class/infiniband (12 ports: 8 InfiniBand
+    at 400 Gb/s, 4 Ethernet); its textfile names the 8 InfiniBand ports as the compute ports; the side
+    effect took mlx5_4 down and up: the webhook got GpuopsIbPortDown firing and resolved."""
+    monitor(host)
+    states = query(host, "query?query=node_infiniband_state_id")["result"]
+    assert {s["metric"]["node"] for s in states} == {"dcgm-h100"} and len(states) == 12
+    assert sorted(s["value"][1] for s in states).count("4") == 9  # 8 InfiniBand + 1 Ethernet Active
+    compute = query(host, "query?query=gpuops_ib_compute_port_rate_bytes_per_second")["result"]
+    assert sorted(c["metric"]["device"] for c in compute) == sorted(f"mlx5_{i}" for i in (0, 3, 4, 5, 6, 9, 10, 11))
+    assert {c["value"][1] for c in compute} == {"50000000000"}
+    rates = query(host, "query?query=" + urllib.parse.quote('node_infiniband_rate_bytes_per_second{device="mlx5_0"}'))
+    assert [r["value"][1] for r in rates["result"]] == ["50000000000"]
+    notes = [json.loads(line) for line in host.file("/var/log/gpuops-webhook.jsonl").content_string.splitlines()]
+    alerts = [a for n in notes for a in n["alerts"] if a["labels"]["alertname"] == "GpuopsIbPortDown"]
+    assert {(a["status"], a["labels"]["node"], a["labels"]["device"], a["labels"]["port"]) for a in alerts} == {
+        ("firing", "dcgm-h100", "mlx5_4", "1"),
+        ("resolved", "dcgm-h100", "mlx5_4", "1"),
+    }
+
+
 def test_grafana_dashboard_plots_what_prometheus_has(host):
     """Every panel's query must return series from the Prometheus the role set up: a metric the
     exporters do not export, or a job label that is not the scrape job's, plots nothing."""
