@@ -335,6 +335,9 @@ class Profile:
             phys = "5: LinkUp" if up or init else ("3: Disabled" if eth else "2: Polling")
             guid = nic["guid"].removeprefix("0x").rjust(16, "0")
             cas[nic["name"]] = {
+                # The board's PSID: the simulator has none (a real one names the card's vendor build).
+                # node exporter 1.5 (Debian 12) needs the file; later ones read it where it is.
+                "board_id": "MT_0000000000",
                 "fw_ver": nic["firmware"],
                 "hca_type": nic["ca_type"],
                 "node_guid": ":".join(guid[i : i + 4] for i in range(0, 16, 4)),
