@@ -173,6 +173,16 @@ def test_dcgm_alert_durations_must_be_prometheus_durations():
     assert [e.split(" ")[0] for e in errors] == ["dcgm_alert_missing_for", "dcgm_alert_xid_window"]
 
 
+def test_dcgm_alertmanager_receiver_without_an_address_is_refused():
+    errors, _warnings = check("dcgm", dcgm_alertmanager_receiver={"webhook_configs": [{"send_resolved": True}]})
+    assert len(errors) == 1 and errors[0].startswith(
+        "dcgm_alertmanager_receiver has a webhook_configs entry without url"
+    )
+    errors, _warnings = check("dcgm", dcgm_alertmanager_receiver={"email_configs": [{"smarthost": "m:587"}]})
+    assert len(errors) == 1 and "email_configs entry without to" in errors[0]
+    assert check("dcgm", dcgm_alertmanager_receiver={"webhook_configs": [{"url_file": "/etc/hook"}]}) == ([], [])
+
+
 def test_dcgm_alertmanager_receiver_is_named_by_the_role():
     hook = {"webhook_configs": [{"url": "https://hooks.example/gpu"}]}
     assert check("dcgm", dcgm_alertmanager_receiver=hook) == ([], [])
