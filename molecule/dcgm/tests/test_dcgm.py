@@ -186,7 +186,8 @@ def test_alert_rules_are_loaded_and_judge_each_gpu_by_its_own_threshold(host):
     """Prometheus loaded the rules (promtool-checked) and evaluates them on what the exporters serve:
     the H100 node's textfile gives its 8 GPUs their T.Limit slowdown margin (-2 C, as its
     nvidia-smi -q -x prints it), so no threshold alert is pending there; the V100 node has no node
-    exporter, so its 8 GPUs are pending as GPUs without a threshold, and nothing fires."""
+    exporter, so its 8 GPUs are pending as GPUs without a threshold, and nothing fires but the link
+    errors of the side effect's port fault."""
     monitor(host)
     conf = yaml.safe_load(host.file("/etc/prometheus/prometheus.yml").content_string)
     assert "/etc/prometheus/rules/gpuops-*.rules.yml" in conf["rule_files"]
@@ -200,15 +201,19 @@ def test_alert_rules_are_loaded_and_judge_each_gpu_by_its_own_threshold(host):
         if (len(margins) == 8 and len(pending) == 8) or time.monotonic() > deadline:
             break
         time.sleep(3)
-    rules = [r for g in ("gpuops-gpu", "gpuops-targets") for r in groups[g]["rules"]]
+    rules = [r for g in ("gpuops-gpu", "gpuops-ib", "gpuops-targets") for r in groups[g]["rules"]]
     assert {r["health"] for r in rules} == {"ok"}, [(r["name"], r.get("lastError")) for r in rules]
     assert {m["metric"]["node"] for m in margins} == {"dcgm-h100"}
     assert {m["value"][1] for m in margins} == {"-2"}
     assert len(margins) == 8
     assert {(p["metric"]["node"], p["metric"]["alertstate"]) for p in pending} == {("dcgm-v100", "pending")}
     assert len(pending) == 8
+    # Firing: only the link down the side effect's port fault counted (link_downed rose), which
+    # GpuopsIbPortErrors keeps for dcgm_alert_ib_error_window; the hot GPU and the port are back.
     firing = query(host, "query?query=" + urllib.parse.quote('ALERTS{alertstate="firing"}'))["result"]
-    assert firing == []
+    assert {(f["metric"]["alertname"], f["metric"]["node"], f["metric"].get("device")) for f in firing} == {
+        ("GpuopsIbPortErrors", "dcgm-h100", "mlx5_4")
+    }
 
 
 def test_alertmanager_delivered_the_hot_gpu_and_its_resolution(host):
