@@ -410,13 +410,13 @@ def pci_ancestors(devices, bus_id):
         bus = int(rest.split(":")[0], 16)
     except ValueError:
         return []
-    above = [
-        d
-        for d in devices
-        if d["bridge"]
-        and d["pci_bus_id"].split(":")[0] == domain
-        and d["pci_bus_id"] != normalize_bus_id(bus_id)
-        and d["bridge"]["secondary"] <= bus <= d["bridge"]["subordinate"]
-    ]
+
+    def is_above(device):
+        bridge = device["bridge"]
+        if not bridge or device["pci_bus_id"] == normalize_bus_id(bus_id):
+            return False
+        return device["pci_bus_id"].split(":")[0] == domain and bridge["secondary"] <= bus <= bridge["subordinate"]
+
+    above = [d for d in devices if is_above(d)]
     # The nearest bridge has the narrowest range.
     return sorted(above, key=lambda d: d["bridge"]["subordinate"] - d["bridge"]["secondary"])

@@ -519,7 +519,8 @@ def check_acs(devices, endpoints, virtualization=None, error=None):
     above = {bus: pci_ancestors(devices, bus) for _name, bus, _kind in found}
     between = {}
     for i, (name_a, bus_a, kind_a) in enumerate(found):
-        for name_b, bus_b, kind_b in found[i + 1 :]:
+        after = i + 1
+        for name_b, bus_b, kind_b in found[after:]:
             if "gpu" not in (kind_a, kind_b):
                 continue
             ids_a = {d["pci_bus_id"] for d in above[bus_a]}
