@@ -43,6 +43,20 @@ done
 
 [ "${#scenarios[@]}" -gt 1 ] || jobs=1
 
+# Molecule's step lines ("site ➜ converge: Executing") with the seconds since the scenario began
+# ("[+312s] "), from which test_times.py reads each step's time.
+stamp() {
+  local start=$1 line now
+  while IFS= read -r line || [ -n "$line" ]; do
+    if [[ $line == *"➜ "*"Executing"* ]]; then
+      printf -v now '%(%s)T' -1
+      line="[+$((now - start))s] $line"
+    fi
+    printf '%s\n' "$line"
+  done
+}
+export -f stamp
+
 run_one() {
   set -o pipefail
   local s=${1%@*} log=.cache/molecule/$1.log start rc=0
@@ -58,9 +72,9 @@ run_one() {
   echo "==> molecule test -s $s on $MOLECULE_IMAGE (log: $log)"
   # Molecule runs without the lock's descriptor, so that nothing it leaves behind holds the lock.
   if [ "$MOLECULE_JOBS_N" = 1 ]; then
-    molecule test -s "$s" {lock}>&- 2>&1 | tee "$log" || rc=$?
+    molecule test -s "$s" {lock}>&- 2>&1 | stamp "$start" | tee "$log" || rc=$?
   else
-    molecule test -s "$s" {lock}>&- >"$log" 2>&1 || rc=$?
+    molecule test -s "$s" {lock}>&- 2>&1 | stamp "$start" >"$log" || rc=$?
   fi
   local took=$(($(date +%s) - start))
   if [ "$rc" != 0 ]; then

@@ -10,7 +10,8 @@ KIND is setup, tier, scenario, wall (the Molecule tier's own wall time: scenario
 side, so the total counts it instead of their sum) or beside (a step that ran beside others, shown
 indented: the total counts its group's wall time, or the time waited for it, instead). A
 scenario's verify count is the last pytest summary in its log (testinfra runs in Molecule's verify
-step). Standard library only: it runs before the virtualenv.
+step), and its Molecule steps' times come from the stamps molecule-all.sh puts on their first
+lines. Standard library only: it runs before the virtualenv.
 """
 
 from __future__ import annotations
@@ -37,10 +38,29 @@ def passed(log: Path) -> int | None:
     return count
 
 
+# A Molecule step's first line, stamped by molecule-all.sh with the seconds since the scenario began.
+STEP = re.compile(r"^\[\+(\d+)s\] .*➜ (\w+): Executing")
+
+
+def steps(log: Path, seconds: int) -> str:
+    """Each Molecule step of LOG with its seconds ("create 41 prepare 63 ..."), or "" without stamps."""
+    if not log.is_file():
+        return ""
+    starts: list[tuple[str, int]] = []
+    for line in log.read_text(errors="replace").splitlines():
+        m = STEP.match(ANSI.sub("", line))
+        if m and not (starts and starts[-1][0] == m.group(2)):
+            starts.append((m.group(2), int(m.group(1))))
+    ends = [at for _, at in starts[1:]] + [seconds]
+    return " ".join(f"{name} {end - at}" for (name, at), end in zip(starts, ends, strict=True))
+
+
 def record(args: argparse.Namespace) -> None:
-    count = passed(Path(args.log)) if args.log else None
+    log = Path(args.log) if args.log else None
+    count = passed(log) if log else None
+    detail = steps(log, int(args.seconds)) if log and args.kind == "scenario" else ""
     with Path(args.file).open("a", encoding="utf-8") as f:
-        f.write(f"{args.kind}\t{args.name}\t{int(args.seconds)}\t{'' if count is None else count}\n")
+        f.write(f"{args.kind}\t{args.name}\t{int(args.seconds)}\t{'' if count is None else count}\t{detail}\n")
 
 
 def fmt(seconds: int) -> str:
@@ -52,8 +72,8 @@ def report(args: argparse.Namespace) -> None:
     rows = []
     if path.is_file():
         for line in path.read_text(encoding="utf-8").splitlines():
-            kind, name, seconds, count = line.split("\t")
-            rows.append((kind, name, int(seconds), int(count) if count else None))
+            kind, name, seconds, count, *detail = line.split("\t")
+            rows.append((kind, name, int(seconds), int(count) if count else None, "".join(detail)))
     # Setup steps and tiers in the order they ran, then Molecule's wall time, then its scenarios.
     rows.sort(key=lambda r: {"setup": 0, "tier": 0, "beside": 0, "wall": 1, "scenario": 2}[r[0]])
     walls = [r for r in rows if r[0] == "wall"]
@@ -63,7 +83,7 @@ def report(args: argparse.Namespace) -> None:
     print()
     print("==> make test: time per tier and scenario")
     print(f"  {'step':<28} {'seconds':>8} {'m:ss':>6} {'tests passed':>13}")
-    for kind, name, seconds, count in rows:
+    for kind, name, seconds, count, detail in rows:
         label = (
             f"  {name}"
             if kind == "scenario" and walls
@@ -74,6 +94,8 @@ def report(args: argparse.Namespace) -> None:
             else name
         )
         print(f"  {label:<28} {seconds:>8} {fmt(seconds):>6} {'' if count is None else count:>13}")
+        if detail:
+            print(f"      steps (s): {detail}")
     print(f"  {'total':<28} {total:>8} {fmt(total):>6}")
     print(f"  share of CI's {args.budget} s: {100 * total / args.budget:.0f} %")
     print(f"  unit tests passed: {unit}; Molecule verify tests passed: {verify}")

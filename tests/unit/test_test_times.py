@@ -83,3 +83,29 @@ def test_steps_side_by_side_are_shown_and_only_their_groups_wall_and_the_wait_co
     assert "    docker, images                  150   2:30" in out
     assert "    sanity                          100   1:40" in out
     assert "  total                             720  12:00" in out
+
+
+def test_a_scenarios_steps_come_from_the_stamps_on_molecules_step_lines(tmp_path):
+    log = tmp_path / "site.log"
+    log.write_text(
+        "[+1s] \x1b[36mINFO    \x1b[0m \x1b[32msite\x1b[0m \u279c \x1b[33mdestroy\x1b[0m: \x1b[36mExecuting\x1b[0m\n"
+        "[+9s] INFO     site \u279c create: Executing\n"
+        "[+40s] INFO     site \u279c converge: Executing\n"
+        "[+300s] INFO     site \u279c verify: Executing\n"
+        # testinfra's own line in the same step is not a new step.
+        "[+301s] INFO     site \u279c verify: Executing Testinfra tests found in molecule/site/tests/...\n"
+        "INFO     site \u279c destroy: Executed: Successful\n"
+    )
+    assert test_times.steps(log, 330) == "destroy 8 create 31 converge 260 verify 30"
+    assert test_times.steps(tmp_path / "none.log", 10) == ""
+
+
+def test_the_report_prints_a_scenarios_steps_under_it(tmp_path):
+    log = tmp_path / "slurm.log"
+    log.write_text("[+0s] INFO     slurm \u279c create: Executing\n[+20s] INFO     slurm \u279c converge: Executing\n")
+    times = tmp_path / "times.tsv"
+    subprocess.run([sys.executable, str(SCRIPT), "record", str(times), "scenario", "slurm", "50", str(log)], check=True)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "report", str(times)], check=True, capture_output=True, text=True
+    ).stdout
+    assert "steps (s): create 20 converge 30" in out
