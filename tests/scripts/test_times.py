@@ -51,6 +51,8 @@ def steps(log: Path, seconds: int) -> str:
         m = STEP.match(ANSI.sub("", line))
         if m and not (starts and starts[-1][0] == m.group(2)):
             starts.append((m.group(2), int(m.group(1))))
+    if not starts:
+        return ""
     ends = [at for _, at in starts[1:]] + [seconds]
     return " ".join(f"{name} {end - at}" for (name, at), end in zip(starts, ends, strict=True))
 
