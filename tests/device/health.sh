@@ -17,18 +17,24 @@ for level in ansible_collections ansible_collections/gpuops ansible_collections/
   ansible_collections/gpuops/cluster/plugins ansible_collections/gpuops/cluster/plugins/module_utils; do
   : >"$lib/$level/__init__.py"
 done
-# The role's own list of modules (roles/validate/vars/main.yml) and its launcher template.
+# The role's own list of modules (roles/validate/vars/main.yml), in one file of code as its
+# health_check task writes it, and its launcher (python3 of the PATH for the node's /usr/bin/python3).
 modules=$(sed -n '/^__validate_health_modules:/,/^[^ ]/s/^  - //p' "$repo/roles/validate/vars/main.yml")
-for m in $modules; do cp "$repo/plugins/module_utils/$m.py" "$package/"; done
-cp "$repo/roles/validate/files/gpuops_health.py" "$lib/"
-sed -e "s|{{ ansible_managed }}|rendered by tests/device/health.sh|" \
-  -e "s|{{ __validate_health_package }}|$package|" -e "s|{{ __validate_health_lib }}|$lib|" \
-  -e "s|/usr/bin/python3|$(command -v python3)|" \
-  "$repo/roles/validate/templates/gpuops-health.j2" >"$work/gpuops-health"
+# shellcheck disable=SC2086 # one module per word
+python3 - "$repo" "$work/gpuops-health.json" $modules <<'EOF'
+import json, sys
+repo, out, modules = sys.argv[1], sys.argv[2], sys.argv[3:]
+code = {"gpuops_health": open(f"{repo}/roles/validate/files/gpuops_health.py").read()}
+code.update({m: open(f"{repo}/plugins/module_utils/{m}.py").read() for m in modules})
+json.dump(code, open(out, "w"))
+EOF
+sed -e "1s|.*|#!$(command -v python3)|" "$repo/roles/validate/files/gpuops-health" >"$work/gpuops-health"
 chmod 755 "$work/gpuops-health"
+export GPUOPS_HEALTH_CODE=$work/gpuops-health.json
 
-# Expectations as the role writes them: gpu_facts' PCI enumeration (lspci -Dnn), else none.
-for m in gpu_inventory pci; do cp "$repo/plugins/module_utils/$m.py" "$package/"; done
+# Expectations as the role writes them: gpu_facts' PCI enumeration (lspci -Dnn), else none (the
+# collection's module_utils as a package tree, for this script's own import of them).
+cp "$repo"/plugins/module_utils/*.py "$package/"
 python3 - "$work/health.json" <<'EOF' 2>"$work/facts.err"
 import json, subprocess, sys
 sys.path.insert(0, sys.argv[1].rsplit("/", 1)[0] + "/lib")

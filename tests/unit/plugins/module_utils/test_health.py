@@ -309,41 +309,43 @@ def test_the_role_copies_every_module_the_health_check_imports():
     assert sorted(listed) == sorted(needed - {"../../roles/validate/files/gpuops_health"})
 
 
-def test_the_installed_launcher_runs_with_the_node_s_python_and_no_ansible(tmp_path):
-    """The role's layout on a node (its module list, the package files, the launcher template) runs
-    gpuops-health with /usr/bin/python3 alone: nothing imports Ansible."""
-    if not Path("/usr/bin/python3").exists():
-        pytest.skip("no /usr/bin/python3")
+def installed(tmp_path):
+    """The role's layout on a node: the launcher (files/gpuops-health) and the one file of code its
+    health_check task writes (the command and its module list, each source by name), in TMP_PATH."""
     role_vars = yaml.safe_load((ROOT / "roles/validate/vars/main.yml").read_text())
-    lib = tmp_path / "lib"
-    package = lib / "ansible_collections/gpuops/cluster/plugins/module_utils"
-    package.mkdir(parents=True)
-    for level in (package, *package.parents):
-        if level == lib:
-            break
-        (level / "__init__.py").write_text("")
+    code = {"gpuops_health": (ROOT / "roles/validate/files/gpuops_health.py").read_text()}
     for module in role_vars["__validate_health_modules"]:
-        shutil.copy(ROOT / "plugins/module_utils" / f"{module}.py", package)
-    shutil.copy(ROOT / "roles/validate/files/gpuops_health.py", lib)
-    launcher = (ROOT / "roles/validate/templates/gpuops-health.j2").read_text()
-    launcher = launcher.replace("{{ ansible_managed }}", "test").replace("{{ __validate_health_lib }}", str(lib))
-    launcher = launcher.replace("{{ __validate_health_package }}", str(package))
-    (tmp_path / "gpuops-health").write_text(launcher)
-    (tmp_path / "gpuops-health").chmod(0o755)
-    (tmp_path / "health.json").write_text(json.dumps({"pci_gpus": 0, "fabric": "none"}))
-    done = subprocess.run(
-        [
-            str(tmp_path / "gpuops-health"),
-            "--json",
-            "--config",
-            str(tmp_path / "health.json"),
-            "--state",
-            str(tmp_path / "state.json"),
-        ],
+        code[module] = (ROOT / "plugins/module_utils" / f"{module}.py").read_text()
+    (tmp_path / "gpuops-health.json").write_text(json.dumps(code))
+    launcher = tmp_path / "gpuops-health"
+    shutil.copy(ROOT / "roles/validate/files/gpuops-health", launcher)
+    return launcher
+
+
+def run_installed(tmp_path, *args):
+    return subprocess.run(
+        [str(tmp_path / "gpuops-health"), *args],
         capture_output=True,
         text=True,
-        env={"PATH": "/usr/bin:/bin", "PYTHONNOUSERSITE": "1"},
+        # slurmd's environment: a short PATH, no user site; the code's path as the role writes it.
+        env={
+            "PATH": "/usr/bin:/bin",
+            "PYTHONNOUSERSITE": "1",
+            "GPUOPS_HEALTH_CODE": str(tmp_path / "gpuops-health.json"),
+        },
         check=False,
+    )
+
+
+def test_the_installed_launcher_runs_with_the_node_s_python_and_no_ansible(tmp_path):
+    """The role's layout on a node (the launcher and its one file of code) runs gpuops-health with
+    /usr/bin/python3 alone: nothing imports Ansible."""
+    if not Path("/usr/bin/python3").exists():
+        pytest.skip("no /usr/bin/python3")
+    installed(tmp_path)
+    (tmp_path / "health.json").write_text(json.dumps({"pci_gpus": 0, "fabric": "none"}))
+    done = run_installed(
+        tmp_path, "--json", "--config", str(tmp_path / "health.json"), "--state", str(tmp_path / "state.json")
     )
     assert "Traceback" not in done.stderr, done.stderr
     result = json.loads(done.stdout)
@@ -351,6 +353,25 @@ def test_the_installed_launcher_runs_with_the_node_s_python_and_no_ansible(tmp_p
     assert result["verdict"] == "fail"
     assert result["checks"][0]["reason"] == "nvidia-smi is not installed"
     assert json.loads((tmp_path / "state.json").read_text())["outstanding"] == []
+
+
+@pytest.mark.parametrize("damage", ["missing", "not json", "no command"])
+def test_a_launcher_without_its_code_says_so_and_cannot_check(tmp_path, damage):
+    """Code gone or damaged: "cannot check" and the fix, exit 2; under slurmd exit 0, as the check's own
+    "cannot check" (slurmd would not register a node whose HealthCheckProgram fails at start)."""
+    if not Path("/usr/bin/python3").exists():
+        pytest.skip("no /usr/bin/python3")
+    installed(tmp_path)
+    code = tmp_path / "gpuops-health.json"
+    if damage == "missing":
+        code.unlink()
+    else:
+        code.write_text("{" if damage == "not json" else json.dumps({"health": ""}))
+    done = run_installed(tmp_path, "--json")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "gpuops-health: cannot check this node: cannot read its code from" in done.stderr
+    assert "run the validate role's health_check entry point again" in done.stderr
+    assert run_installed(tmp_path, "--mode", "slurm").returncode == 0
 
 
 def test_slurmd_s_short_path_still_finds_root_s_tools():
