@@ -3,7 +3,7 @@
 # cores other than requirements.txt's pin, which make sanity and make unit run), each in
 # .cache/core-<version> with a Python that core supports, the cores side by side. The unit tests'
 # own packages come at requirements.txt's pins.
-#   core-matrix.sh 2.20.10 2.21.5
+#   core-matrix.sh 2.19.14 2.20.10
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"

@@ -20,20 +20,39 @@ want="$core $(sha256sum tests/requirements-galaxy.txt | cut -c1-16)"
 if [ "$(cat "$venv/.stamp" 2>/dev/null)" != "$want" ]; then
   echo "==> creating $venv: $core and tests/requirements-galaxy.txt"
   rm -rf "$venv"
-  python3 -m venv "$venv"
+  "$(tests/scripts/core-python.sh "${core#ansible-core==}")" -m venv "$venv"
   tests/scripts/venv-install.sh "$venv" "$core" -r tests/requirements-galaxy.txt
   echo "$want" >"$venv/.stamp"
 fi
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 # The declared dependencies, taken from the ansible bundle the project tests with (Galaxy cannot
-# be reached): each into the environment's own collection tree, and nothing else.
+# be reached): each into the environment's own collection tree with the collections they depend on
+# in turn (their MANIFEST.json; community.general 13 needs community.library_inventory_filtering_v1),
+# and nothing else.
 deps=$("$venv/bin/python" -c '
 import yaml
 for name in (yaml.safe_load(open("galaxy.yml")).get("dependencies") or {}):
     print(name)')
+# shellcheck disable=SC2086 # one collection per word
+needed=$("$venv/bin/python" - "$bundle" $deps <<'EOF'
+import json, sys
+bundle, todo, seen = sys.argv[1], list(sys.argv[2:]), []
+while todo:
+    name = todo.pop(0)
+    if name in seen:
+        continue
+    seen.append(name)
+    try:
+        with open(f"{bundle}/{name.replace('.', '/')}/MANIFEST.json") as f:
+            todo += list(json.load(f)["collection_info"].get("dependencies") or {})
+    except OSError:
+        pass  # reported below
+print(" ".join(seen))
+EOF
+)
 rm -rf "$site/ansible_collections"
-for name in $deps; do
+for name in $needed; do
   src="$bundle/${name//.//}"
   [ -f "$src/MANIFEST.json" ] || {
     echo "ERROR: galaxy.yml depends on $name, which the project's ansible bundle (requirements.txt) lacks." >&2

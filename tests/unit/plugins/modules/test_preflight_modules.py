@@ -15,7 +15,10 @@ from ansible_collections.gpuops.cluster.plugins.modules import host_check, stack
 from conftest import profile_facts
 from module_harness import Node, run_module
 
-H100, V100 = profile_facts("dgx-h100"), profile_facts("dgx1-v100")
+# One name per assignment: ansible-lint reads module-level assignments of files under plugins/modules
+# as plugin documentation, and warns on a tuple target.
+H100 = profile_facts("dgx-h100")
+V100 = profile_facts("dgx1-v100")
 
 # The stack options take the preflight role's defaults (stack_spec.py); an empty string is "none".
 STACK = {
