@@ -53,7 +53,7 @@ def steps(log: Path, seconds: int) -> str:
             starts.append((m.group(2), int(m.group(1))))
     if not starts:
         return ""
-    ends = [at for _, at in starts[1:]] + [seconds]
+    ends = [start[1] for start in starts[1:]] + [seconds]
     return " ".join(f"{name} {end - at}" for (name, at), end in zip(starts, ends, strict=True))
 
 
