@@ -43,12 +43,13 @@ done
 
 [ "${#scenarios[@]}" -gt 1 ] || jobs=1
 
-# Molecule's step lines ("site ➜ converge: Executing") with the seconds since the scenario began
+# Molecule's step lines ("site ➜ converge: Executing" on a terminal, "[site > converge] Executing"
+# in a plain locale, as in CI) with the seconds since the scenario began
 # ("[+312s] "), from which test_times.py reads each step's time.
 stamp() {
   local start=$1 line now
   while IFS= read -r line || [ -n "$line" ]; do
-    if [[ $line == *"➜ "*"Executing"* ]]; then
+    if [[ $line == *"➜ "*"Executing"* || $line == *"INFO"*" > "*"] Executing"* ]]; then
       printf -v now '%(%s)T' -1
       line="[+$((now - start))s] $line"
     fi

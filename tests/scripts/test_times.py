@@ -39,7 +39,9 @@ def passed(log: Path) -> int | None:
 
 
 # A Molecule step's first line, stamped by molecule-all.sh with the seconds since the scenario began.
-STEP = re.compile(r"^\[\+(\d+)s\] .*➜ (\w+): Executing")
+# Molecule writes "site ➜ converge: Executing" on a terminal, "[site > converge] Executing" in a plain
+# locale (CI).
+STEP = re.compile(r"^\[\+(\d+)s\] .*?(?:➜ (\w+):| > (\w+)\]) Executing")
 
 
 def steps(log: Path, seconds: int) -> str:
@@ -49,8 +51,9 @@ def steps(log: Path, seconds: int) -> str:
     starts: list[tuple[str, int]] = []
     for line in log.read_text(errors="replace").splitlines():
         m = STEP.match(ANSI.sub("", line))
-        if m and not (starts and starts[-1][0] == m.group(2)):
-            starts.append((m.group(2), int(m.group(1))))
+        name = m and (m.group(2) or m.group(3))
+        if name and not (starts and starts[-1][0] == name):
+            starts.append((name, int(m.group(1))))
     if not starts:
         return ""
     ends = [start[1] for start in starts[1:]] + [seconds]

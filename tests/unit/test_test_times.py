@@ -100,6 +100,18 @@ def test_a_scenarios_steps_come_from_the_stamps_on_molecules_step_lines(tmp_path
     assert test_times.steps(tmp_path / "none.log", 10) == ""
 
 
+def test_the_steps_of_a_log_written_in_a_plain_locale_count_too(tmp_path):
+    """Molecule without a terminal or a UTF-8 locale (CI) writes "[scenario > step] Executing"."""
+    log = tmp_path / "os_tuning.log"
+    log.write_text(
+        "[+2s] INFO     [os_tuning > destroy] Executing\n"
+        "[+12s] INFO     [os_tuning > create] Executing\n"
+        "INFO     [os_tuning > create] Executed: Successful\n"
+        "[+40s] INFO     [os_tuning > converge] Executing\n"
+    )
+    assert test_times.steps(log, 89) == "destroy 10 create 28 converge 49"
+
+
 def test_the_report_prints_a_scenarios_steps_under_it(tmp_path):
     log = tmp_path / "slurm.log"
     log.write_text("[+0s] INFO     slurm \u279c create: Executing\n[+20s] INFO     slurm \u279c converge: Executing\n")
