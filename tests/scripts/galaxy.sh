@@ -55,7 +55,8 @@ rm -rf "$site/ansible_collections"
 for name in $needed; do
   src="$bundle/${name//.//}"
   [ -f "$src/MANIFEST.json" ] || {
-    echo "ERROR: galaxy.yml depends on $name, which the project's ansible bundle (requirements.txt) lacks." >&2
+    echo "ERROR: galaxy.yml's dependencies need $name (declared, or a dependency of one declared), which the" \
+      "project's ansible bundle (requirements.txt) lacks." >&2
     exit 1
   }
   mkdir -p "$site/ansible_collections/${name%%.*}"
