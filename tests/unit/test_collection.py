@@ -47,12 +47,33 @@ def test_built_tarball_leaves_out_local_state_and_installs(tmp_path):
     with tarfile.open(tarball) as tar:
         names = tar.getnames()
     assert "MANIFEST.json" in names
-    for shipped in ("LICENSE", "meta/runtime.yml", "plugins/modules/gpu_facts.py", "roles/slurm/tasks/main.yml",
-                    "playbooks/site.yml", "inventories/hk/hosts.yml", "changelogs/changelog.yaml"):
+    for shipped in (
+        "LICENSE",
+        "meta/runtime.yml",
+        "plugins/modules/gpu_facts.py",
+        "roles/slurm/tasks/main.yml",
+        "playbooks/site.yml",
+        "inventories/hk/hosts.yml",
+        "changelogs/changelog.yaml",
+    ):
         assert shipped in names, shipped
     # The development harness (simulator, scenarios, toolchain pins) and local state stay out.
-    for forbidden in (".venv", ".cache", ".collections", ".git", ".ci", "build", ".hypothesis", "validate-report",
-                      "molecule", "tests", "bench", "Makefile", "requirements.txt", "ansible.cfg"):
+    for forbidden in (
+        ".venv",
+        ".cache",
+        ".collections",
+        ".git",
+        ".ci",
+        "build",
+        ".hypothesis",
+        "validate-report",
+        "molecule",
+        "tests",
+        "bench",
+        "Makefile",
+        "requirements.txt",
+        "ansible.cfg",
+    ):
         assert not [n for n in names if n == forbidden or n.startswith(forbidden + "/")], forbidden
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     dest = tmp_path / "installed"
