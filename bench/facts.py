@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / ".collections"))
 
 from ansible_collections.gpuops.cluster.plugins.module_utils import (  # noqa: E402
     apt_index,
+    bundle,
     canonical,
     dcgm,
     gpu_inventory,
@@ -95,6 +96,14 @@ HOSTILE = {
         + "\nDepends: "
         + "a (>= 1) | " * 200000
         + "b\n",
+    ),
+    "Release: a SHA256 section of 200k lines": (
+        lambda text: bundle.release_checksums(bundle.release_text(text)),
+        "SHA256:\n" + (" " + "0" * 64 + " 1 Packages\n") * 200000,
+    ),
+    "InRelease: 200k dash-escaped lines, no signature (refused)": (
+        bundle.release_text,
+        "-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA256\n\n" + "- x\n" * 200000,
     ),
     "Debian versions: two 100k-character upstream parts": (
         lambda text: apt_index.compare_versions(text + "a", text + "b"),

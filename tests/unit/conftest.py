@@ -64,6 +64,14 @@ def repo_builder():
     return load_script(GPUSIM / "repo" / "build.py", "gpusim_repo_build")
 
 
+@pytest.fixture(scope="session")
+def repo(tmp_path_factory, repo_builder):
+    """The stand-in repository, built once per test session: ``(www folder, the build module)``."""
+    base = tmp_path_factory.mktemp("gpusim")
+    repo_builder.build(base / "www", base / "cache")
+    return base / "www", repo_builder
+
+
 def profile_summary(name: str) -> dict:
     return json.loads((GPUSIM / "profiles" / name / "profile.json").read_text())
 

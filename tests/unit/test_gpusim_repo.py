@@ -15,13 +15,6 @@ import pytest
 pytestmark = pytest.mark.skipif(shutil.which("gpg") is None, reason="gpg (gnupg) is needed to sign the repository")
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory, repo_builder):
-    base = tmp_path_factory.mktemp("gpusim")
-    repo_builder.build(base / "www", base / "cache")
-    return base / "www", repo_builder
-
-
 def stanzas(folder):
     text = (folder / "Packages").read_text()
     return [dict(re.findall(r"^([\w-]+): (.*)$", s, re.M)) for s in text.split("\n\n") if s.strip()]

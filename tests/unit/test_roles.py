@@ -91,7 +91,7 @@ def test_stack_variables_are_declared_once_in_preflight():
             continue
         _base, defaults, specs = role_files(role)
         assert not set(STACK_VARIABLES) & (set(defaults) | set(specs)), role
-    tasks = yaml.safe_load((ROOT / "roles" / "preflight" / "tasks" / "main.yml").read_text())
+    tasks = yaml.safe_load((ROOT / "roles" / "preflight" / "tasks" / "stack.yml").read_text())
     (check,) = [t for t in tasks if "gpuops.cluster.stack_check" in t]
     passed = {name for name in check["gpuops.cluster.stack_check"] if name in STACK_VARIABLES}
     assert passed == set(STACK_VARIABLES)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from ansible_collections.gpuops.cluster.plugins.module_utils import (
     apt_index,
+    bundle,
     canonical,
     dcgm,
     ibstat,
@@ -61,6 +62,8 @@ PARSERS = {
         ),
         None,
     ),
+    # A repository's signed Release (InRelease), whose SHA256 section the bundle's fetch checks Packages against.
+    "release": (lambda text: bundle.release_checksums(bundle.release_text(text)), None),
 }
 # Parsers that read another parser's captures.
 FOLDERS = {"packages_index": "ubuntu_archive", "lspci_vvv": "lspci"}

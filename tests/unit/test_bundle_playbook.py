@@ -1,0 +1,165 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""bundle.yml end to end on the demo inventory, its hosts declared (tests/bundle/declared.yml) as a
+connected host that cannot reach them declares them: the manifest from the stand-in repository served
+over HTTP, the fetch with every signature and checksum checked, a re-run that fetches nothing, and the
+mirror check against the bundle served as a mirror, passing, then refusing a package taken out."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(
+    shutil.which("gpg") is None or shutil.which("gpgv") is None, reason="gpg and gpgv sign and check the repository"
+)
+
+
+class Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def serve():
+    servers = []
+
+    def start(folder):
+        server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+
+
+def playbook(tmp_path, *extra):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    argv = [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        str(ROOT / "playbooks" / "bundle.yml"),
+        "-i",
+        str(ROOT / "inventories" / "demo"),
+        "-i",
+        str(ROOT / "tests" / "bundle" / "declared.yml"),
+        "-e",
+        f"ansible_python_interpreter={sys.executable}",
+        *extra,
+    ]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+
+
+def recap(stdout, host):
+    line = next(line for line in stdout.splitlines() if line.startswith(host + " ") and "ok=" in line)
+    return dict(part.split("=") for part in line.split(":", 1)[1].split())
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory, repo, serve):
+    """The bundle of the demo inventory, made from the stand-in repository: (folder, mirrors file, run)."""
+    www, _builder = repo
+    upstream = serve(www)
+    work = tmp_path_factory.mktemp("bundle")
+    mirrors = work / "upstream.yml"
+    mirrors.write_text(
+        yaml.safe_dump(
+            {
+                "cuda_repository_url": f"{upstream}/compute/cuda/repos",
+                "ofed_doca_mirror": f"{upstream}/doca",
+                "container_toolkit_repository_url": f"{upstream}/libnvidia-container/stable/deb",
+                "sharp_hpcx_mirror": f"{upstream}/hpcx",
+                "sharp_hpcx_checksum": f"sha256:{upstream}/hpcx/v2.21/SHA256SUMS",
+                "nccl_tests_url": f"{upstream}/nccl-tests/v2.16.8.tar.gz",
+                "nccl_tests_checksum": f"sha256:{upstream}/nccl-tests/v2.16.8.tar.gz.sha256",
+            }
+        )
+    )
+    run = playbook(work, "-e", f"@{mirrors}", "-e", f"bundle_dir={work / 'bundle'}")
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    return work / "bundle", mirrors, run, www
+
+
+def test_the_manifest_lists_what_site_yml_would_install(made):
+    folder, _mirrors, _run, _www = made
+    doc = json.loads((folder / "manifest.json").read_text())
+    assert doc["hosts"]["demo-head"]["roles"] == ["dcgm", "os_tuning", "slurm"]
+    assert doc["hosts"]["demo-h100"]["platform"] == "debian12"
+    by_variable = {r["variable"]: r for r in doc["repositories"]}
+    assert set(by_variable) == {"cuda_repository_url", "ofed_doca_mirror", "container_toolkit_repository_url"}
+    cuda = {p["package"]: p["version"] for p in by_variable["cuda_repository_url"]["packages"]}
+    # The demo pins driver 580.95.05: Fabric Manager and NSCQ (the H100 node's NVSwitches) at the same.
+    assert cuda["nvidia-open-580"] == cuda["nvidia-fabricmanager-580"] == cuda["libnvidia-nscq-580"] == "580.95.05-1"
+    assert cuda["libnccl2"] == "2.26.5-1+cuda12.8" and cuda["datacenter-gpu-manager-4-core"] == "1:4.4.1-1"
+    assert by_variable["ofed_doca_mirror"]["key"]["fingerprints"] == ["DDD2F499504D61685FB2FDC94B9F49872D40B3F2"]
+    files = {f["variable"]: f for f in doc["files"]}
+    assert files["sharp_hpcx_mirror"]["hosts"] == ["demo-h100"]
+    distribution = {p["name"] for slot in doc["os_packages"] for p in slot["packages"]}
+    assert {"slurmctld", "slurmd", "munge", "prometheus"} <= distribution
+
+
+def test_the_fetch_checked_and_packed_every_file(made):
+    folder, _mirrors, run, www = made
+    doc = json.loads((folder / "manifest.json").read_text())
+    for repo in doc["repositories"]:
+        for package in repo["packages"]:
+            data = (folder / package["path"]).read_bytes()
+            assert hashlib.sha256(data).hexdigest() == package["sha256"]
+    hpcx = next(f for f in doc["files"] if f["variable"] == "sharp_hpcx_mirror")
+    served = www / "hpcx" / "v2.21" / hpcx["url"].rsplit("/", 1)[1]
+    assert hashlib.sha256(served.read_bytes()).hexdigest() == hpcx["sha256"]
+    with tarfile.open(str(folder) + ".tar") as tar:
+        names = set(tar.getnames())
+    assert {"manifest.json", "mirrors.yml", hpcx["path"]} <= names
+    assert all(p["path"] in names for r in doc["repositories"] for p in r["packages"])
+    assert "Fetched" in run.stdout
+
+
+def test_a_rerun_fetches_nothing_and_changes_nothing(made):
+    folder, mirrors, _run, _www = made
+    again = playbook(folder.parent, "-e", f"@{mirrors}", "-e", f"bundle_dir={folder}")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert recap(again.stdout, "localhost")["changed"] == "0"
+    assert "Fetched 0 files" in again.stdout
+
+
+def test_the_bundle_served_as_a_mirror_passes_the_check_and_a_missing_package_is_named(made, serve):
+    folder, _mirrors, _run, _www = made
+    served = folder.parent / "served"
+    shutil.copytree(folder, served)
+    url = serve(served)
+    site = folder.parent / "site-mirrors.yml"
+    site.write_text((folder / "mirrors.yml").read_text().replace("{{ gpuops_bundle_url }}", url))
+    check = playbook(
+        folder.parent,
+        "-e",
+        f"@{site}",
+        "-e",
+        "bundle_check=true",
+        "-e",
+        f"bundle_check_manifest={folder}/manifest.json",
+    )
+    assert check.returncode == 0, check.stdout[-3000:]
+    assert "The mirrors hold every package and file" in check.stdout
+    doc = json.loads((folder / "manifest.json").read_text())
+    nccl = next(p for r in doc["repositories"] for p in r["packages"] if p["package"] == "libnccl2")
+    (served / nccl["path"]).unlink()
+    refused = playbook(folder.parent, "-e", f"@{site}", "-e", "bundle_check=true")
+    assert refused.returncode != 0
+    assert "The mirrors lack what this run installs: 1 problem(s)." in refused.stdout
+    assert "libnccl2 2.26.5-1+cuda12.8 is in the index, and its file" in refused.stdout
+    assert "cuda_repository_url (" + url in refused.stdout
