@@ -4,8 +4,9 @@
 
 What a pinned request takes (the newest version that matches its pin, as ``apt-get install
 name=version*`` does) and what it pulls from the same repository (its Depends and Pre-Depends,
-followed while they name packages the index has); a relation the index cannot satisfy at all
-comes from the distribution's own mirror and is listed as such. Pure functions over text.
+followed while they name packages the index has, and its Recommends for an install with them); a
+relation the index cannot satisfy at all comes from the distribution's own mirror and is listed as
+such. Pure functions over text.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # Fields a bundle needs from each stanza: where the file is, and how to check it.
 _NEEDED = ("package", "version", "architecture", "filename", "size", "sha256")
 _SHOWN = {"sha256": "SHA256"}
+# The relation fields read (Recommends: for an install with recommends, as the cuda role's).
+_RELATIONS = ("depends", "pre-depends", "recommends", "provides")
 
 
 # --- Debian version ordering (Debian Policy 5.6.12) -------------------------------------------------
@@ -138,7 +141,7 @@ def parse_relations(field, source=COMMAND):
 
 def parse_packages(text, source=COMMAND):
     """``{package: [entry]}`` of a ``Packages`` index (or ``apt-cache show`` output), each entry
-    ``{"package", "version", "architecture", "depends", "pre_depends", "provides", "filename",
+    ``{"package", "version", "architecture", "depends", "pre_depends", "recommends", "provides", "filename",
     "size", "sha256"}``, versions newest first.
 
     A stanza without one of Package, Version, Architecture, Filename, Size or SHA256 is an error
@@ -173,6 +176,7 @@ def parse_packages(text, source=COMMAND):
             "architecture": fields["architecture"],
             "depends": parse_relations(fields.get("depends"), source),
             "pre_depends": parse_relations(fields.get("pre-depends"), source),
+            "recommends": parse_relations(fields.get("recommends"), source),
             "provides": [r["name"] for group in parse_relations(fields.get("provides"), source) for r in group],
             "filename": fields["filename"],
             "size": int(fields["size"]),
@@ -188,7 +192,7 @@ def parse_packages(text, source=COMMAND):
             fields, start, last = {}, None, None
             continue
         if line[0] in " \t":
-            if last in ("depends", "pre-depends", "provides"):
+            if last in _RELATIONS:
                 fields[last] += " " + line.strip()
             continue
         match = _FIELD.match(line)
@@ -197,7 +201,7 @@ def parse_packages(text, source=COMMAND):
         if start is None:
             start = number
         last = match.group(1).lower()
-        if last in _NEEDED or last in ("depends", "pre-depends", "provides"):
+        if last in _NEEDED or last in _RELATIONS:
             fields[last] = match.group(2).strip()
     flush()
     for versions in index.values():
@@ -233,7 +237,7 @@ def _provided(index, arch):
     return out
 
 
-def closure(requests, index, arch="amd64"):
+def closure(requests, index, arch="amd64", recommends=False):
     """What ``requests`` (``[(name, pin or None)]``) take from ``index`` for ``arch``.
 
     Returns ``(artifacts, outside, problems)``: the index's entries the install takes, sorted by
@@ -241,7 +245,9 @@ def closure(requests, index, arch="amd64"):
     distribution's mirror provides them); and problems, each naming the package and what the index
     offers instead. Each package takes its newest version that meets every relation the taken
     packages state on it (and a request's pin), as apt's resolver settles it; the relations are
-    gathered again from the packages taken until the choice no longer changes.
+    gathered again from the packages taken until the choice no longer changes. With ``recommends``
+    (``apt-get install`` with recommends), each Recommends the index can meet is taken as a Depends;
+    one it cannot meet is left out, as apt leaves it.
     """
     provided = _provided(index, arch)
     pins = {}
@@ -265,8 +271,11 @@ def closure(requests, index, arch="amd64"):
         outside, unmet = set(), []
         for entry in chosen.values():
             by = f"{entry['package']} {entry['version']}"
-            for group in entry["pre_depends"] + entry["depends"]:
+            soft = entry["recommends"] if recommends else []
+            for number, group in enumerate(entry["pre_depends"] + entry["depends"] + soft):
                 target = _alternative(group, index, provided, chosen, arch)
+                if target is None and number >= len(entry["pre_depends"]) + len(entry["depends"]):
+                    continue
                 if target is None:
                     if any(_for_arch(index.get(r["name"], []), arch) or provided.get(r["name"]) for r in group):
                         unmet.append(f"{by}: needs {_describe(group)}, which no version in the repository meets")

@@ -11,6 +11,8 @@ A host's requests are ``[{"kind": "apt" | "file" | "os", ...}]``:
   "version"}]``, the version a pin as apt takes it (``580.95.05-*``) or empty for the newest; a
   package with ``same_version_as`` takes the upstream version the repository gives that other
   package (Fabric Manager follows the driver); an ``optional`` one only where the repository has it.
+  ``recommends`` (true where the role installs with recommends) takes the Recommends the
+  repository can meet as well.
 - ``file``: one download, ``url`` with its ``checksum`` (``sha256:DIGEST`` or ``sha256:URL``), and
   the variables that name them.
 - ``os``: packages the distribution's own mirror provides (``packages``: names, or ``name=version``).
@@ -178,8 +180,11 @@ def repositories(hosts):
                     "roles": set(),
                     "requests": {},
                     "optional": set(),
+                    "recommends": False,
                 },
             )
+            # apt-get install with recommends (the cuda role): their Recommends come too.
+            group["recommends"] = group["recommends"] or bool(request.get("recommends"))
             group["hosts"].add(host)
             group["roles"].add(request["role"])
             for package in request.get("packages") or []:
@@ -230,7 +235,7 @@ def plan(hosts, read_index):
             problems.append(f"{where}: {err}")
             continue
         requests = _requested(group, index)
-        artifacts, outside, unmet = apt_index.closure(requests, index, group["arch"])
+        artifacts, outside, unmet = apt_index.closure(requests, index, group["arch"], recommends=group["recommends"])
         problems.extend(f"{where}: {line}" for line in unmet)
         packages = []
         for entry in artifacts:

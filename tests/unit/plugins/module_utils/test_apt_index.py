@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 SHA = "ab" * 32
 
 
-def stanza(name, version, depends="", *, arch="amd64", provides="", pre_depends=""):
+def stanza(name, version, depends="", *, arch="amd64", provides="", pre_depends="", recommends=""):
     lines = [
         f"Package: {name}",
         f"Version: {version}",
@@ -31,6 +31,8 @@ def stanza(name, version, depends="", *, arch="amd64", provides="", pre_depends=
         lines.append(f"Depends: {depends}")
     if pre_depends:
         lines.append(f"Pre-Depends: {pre_depends}")
+    if recommends:
+        lines.append(f"Recommends: {recommends}")
     if provides:
         lines.append(f"Provides: {provides}")
     return "\n".join(lines) + "\n"
@@ -152,6 +154,28 @@ def test_dependencies_in_the_repository_are_taken_and_the_rest_come_from_the_os(
     assert outside == ["build-essential | c-compiler", "libc6 (>= 2.34)"]
     assert not problems
     assert artifacts[0]["filename"] == "pool/cuda-compiler-12-8_12.8.1-1_amd64.deb" and artifacts[0]["sha256"] == SHA
+
+
+def test_recommends_come_with_an_install_with_recommends_and_never_refuse_it():
+    """apt-get install with recommends (the cuda role): what the repository can meet is taken, the
+    rest left out without a problem; without recommends, none of it."""
+    repo = index(
+        stanza(
+            "cuda-toolkit-12-8", "12.8.1-1", recommends="cuda-nsight-12-8, libnvidia-gl-580 | libgl1, nsight (>= 3000)"
+        ),
+        stanza("cuda-nsight-12-8", "12.8.90-1", "cuda-nsight-compute-12-8"),
+        stanza("cuda-nsight-compute-12-8", "12.8.1-1"),
+        stanza("nsight", "2024.1-1"),
+    )
+    artifacts, outside, problems = apt_index.closure([("cuda-toolkit-12-8", None)], repo, recommends=True)
+    assert [name for name, _version in taken(artifacts)] == [
+        "cuda-nsight-12-8",
+        "cuda-nsight-compute-12-8",
+        "cuda-toolkit-12-8",
+    ]
+    assert outside == [] and problems == []
+    plain, _outside, _problems = apt_index.closure([("cuda-toolkit-12-8", None)], repo)
+    assert taken(plain) == [("cuda-toolkit-12-8", "12.8.1-1")]
 
 
 def test_a_version_already_taken_that_meets_a_relation_is_kept():
