@@ -87,8 +87,13 @@ def check_keys(repos, read):
 
 
 def present(module, url):
-    """``(True, None)`` when the server has ``url`` (HEAD), else ``(False, "404 Not Found")``."""
+    """``(True, None)`` when the server has ``url`` (HEAD), else ``(False, "404 Not Found")``. A
+    package or archive answered with an HTML page (a mirror's error or login page sent with 200) is
+    not there either."""
     response, info = fetch_url(module, url, method="HEAD", timeout=module.params["timeout"])
-    if response is not None and info.get("status") in (200, None):
-        return True, None
-    return False, "{} {}".format(info.get("status"), info.get("msg", "")).strip()
+    if response is None or info.get("status") not in (200, None):
+        return False, "{} {}".format(info.get("status"), info.get("msg", "")).strip()
+    kind = str(info.get("content-type") or "").lower()
+    if kind.startswith("text/html") and not url.lower().endswith((".html", ".htm")):
+        return False, f"the server answers with an HTML page ({kind})"
+    return True, None

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import types
 
 import pytest
 from ansible.module_utils import basic
+from ansible_collections.gpuops.cluster.plugins.module_utils import mirror
 from ansible_collections.gpuops.cluster.plugins.modules import bundle_fetch, bundle_manifest, mirror_check
 from module_harness import Exited, run_module
 
@@ -183,3 +185,21 @@ def test_the_mirror_check_compares_the_mirror_with_the_manifest(upstream, tmp_pa
     assert "and " + "0" * 64 + " in the manifest" in problem["message"]
     only = run_module(mirror_check.main, {"hosts": hosts(upstream), "only_mirrors": True})
     assert only.result["checked"] == {"repositories": 1, "packages": 1, "files": 0}
+
+
+def test_a_file_answered_with_an_html_page_is_not_on_the_mirror(monkeypatch):
+    """A mirror that sends its error page with 200 for a missing package: refused as absent."""
+    answers = {
+        "http://m/pool/a.deb": {"status": 200, "content-type": "text/html; charset=utf-8"},
+        "http://m/pool/b.deb": {"status": 200, "content-type": "application/vnd.debian.binary-package"},
+        "http://m/pool/c.deb": {"status": 404, "msg": "Not Found"},
+    }
+    monkeypatch.setattr(mirror, "fetch_url", lambda module, url, **kw: (object(), answers[url]))
+
+    module = types.SimpleNamespace(params={"timeout": 5})
+    assert mirror.present(module, "http://m/pool/a.deb") == (
+        False,
+        "the server answers with an HTML page (text/html; charset=utf-8)",
+    )
+    assert mirror.present(module, "http://m/pool/b.deb") == (True, None)
+    assert mirror.present(module, "http://m/pool/c.deb") == (False, "404 Not Found")
