@@ -48,15 +48,14 @@ def serve():
         server.shutdown()
 
 
-def playbook(tmp_path, *extra):
+def playbook(tmp_path, *extra, declared=True):
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     argv = [
         str(Path(sys.executable).parent / "ansible-playbook"),
         str(ROOT / "playbooks" / "bundle.yml"),
         "-i",
         str(ROOT / "inventories" / "demo"),
-        "-i",
-        str(ROOT / "tests" / "bundle" / "declared.yml"),
+        *(["-i", str(ROOT / "tests" / "bundle" / "declared.yml")] if declared else []),
         "-e",
         f"ansible_python_interpreter={sys.executable}",
         *extra,
@@ -163,3 +162,12 @@ def test_the_bundle_served_as_a_mirror_passes_the_check_and_a_missing_package_is
     assert "The mirrors lack what this run installs: 1 problem(s)." in refused.stdout
     assert "libnccl2 2.26.5-1+cuda12.8 is in the index, and its file" in refused.stdout
     assert "cuda_repository_url (" + url in refused.stdout
+
+
+def test_a_host_neither_reached_nor_declared_is_named_with_the_fix(tmp_path):
+    run = playbook(tmp_path, "-e", "site_hosts=demo-head", "-e", f"bundle_dir={tmp_path / 'bundle'}", declared=False)
+    assert run.returncode != 0
+    assert "demo-head: not reached from here, and the inventory declares no bundle_hardware for it." in (
+        run.stdout + run.stderr
+    )
+    assert not (tmp_path / "bundle").exists()
