@@ -58,7 +58,7 @@ ANSIBLE_CORES := 2.19.14 2.20.10
 TIMES ?= $(CACHE)/test-times.tsv
 export TIMES
 
-.PHONY: help test test-matrix lint sanity unit galaxy core-matrix molecule demo demo-down bench bench-fleet fuzz venv docker image gpusim-repo gpusim-profiles stack-spec role-docs build clean
+.PHONY: help test test-matrix lint sanity unit galaxy core-matrix molecule demo demo-down bench bench-fleet bench-bundle fuzz venv docker image gpusim-repo gpusim-profiles stack-spec role-docs build clean
 
 help:
 	@echo "make demo [DEMO_DISTRO=ubuntu2404]  a simulated GPU cluster in Docker, set up by site.yml (again: re-apply)"
@@ -71,6 +71,7 @@ help:
 	@echo "make test-matrix             every scenario on Debian 12 and 13, Ubuntu 22.04 and 24.04 (hours)"
 	@echo "make bench                   time a no-op site.yml run on the demo cluster (bench/run.py)"
 	@echo "make bench-fleet             the slurm role over 4, 8 and 16 simulated GPU nodes (bench/fleet.py)"
+	@echo "make bench-bundle            the air-gap manifest over 10, 100 and 1000 declared hosts (bench/bundle.py)"
 	@echo "make fuzz [FUZZ_SECONDS=240]  mutations of the real captures through every reader (bench/fuzz.py)"
 	@echo "make stack-spec              write the files derived from the stack variables' one declaration"
 	@echo "make role-docs               write each role's README variables table from its argument_specs"
@@ -216,6 +217,11 @@ bench: venv docker $(IMAGE_TARGET) gpusim-repo
 # --limit (bench/fleet.py; about 30 minutes on 2 cores). BENCH_ARGS: --sizes 4,8 --keep.
 bench-fleet: venv docker $(IMAGE_TARGET) gpusim-repo
 	$(BIN)/python bench/fleet.py $(BENCH_ARGS)
+
+# The air-gap manifest over fleets of 10, 100 and 1000 declared hosts against a CUDA-sized index
+# (bench/bundle.py; seconds). BENCH_ARGS: --hosts 100,500 --stanzas 40000.
+bench-bundle: venv
+	$(BIN)/python bench/bundle.py $(BENCH_ARGS)
 
 # A fuzzing campaign, not a test: prints runs, outcomes by exception type and slow inputs.
 FUZZ_SECONDS ?= 240
