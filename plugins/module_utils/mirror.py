@@ -21,9 +21,14 @@ MAX_TEXT = 256 * 1024 * 1024
 
 
 def reader(module):
-    def read(url):
+    """``read(url, optional=False)``: the bytes at ``url`` (indexes, keys, checksum lists; at most
+    MAX_TEXT), BundleError when the server does not answer 200, None for a 404 when ``optional``."""
+
+    def read(url, optional=False):
         response, info = fetch_url(module, url, timeout=module.params["timeout"])
         if response is None or info.get("status") not in (200, None):
+            if optional and info.get("status") == 404:
+                return None
             raise bundle.BundleError(
                 "{} answered {} {}: check the URL, and that this host reaches it.".format(
                     url, info.get("status"), info.get("msg", "")

@@ -96,7 +96,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 from ansible_collections.gpuops.cluster.plugins.module_utils import apt_index, bundle
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
-from ansible_collections.gpuops.cluster.plugins.module_utils.mirror import HTTP_OPTIONS, checked_keyring
+from ansible_collections.gpuops.cluster.plugins.module_utils.mirror import HTTP_OPTIONS, checked_keyring, reader
 
 CHUNK = 1024 * 1024
 
@@ -105,20 +105,12 @@ class Fetcher:
     def __init__(self, module, dest):
         self.module = module
         self.dest = dest
+        self.download = reader(module)
         self.fetched = {"files": 0, "bytes": 0}
         self.present = {"files": 0, "bytes": 0}
 
     def local(self, relative):
         return os.path.join(self.dest, relative)
-
-    def download(self, url, optional=False):
-        """The bytes at ``url`` (small files: keys, indexes, checksum lists); None for a 404 when optional."""
-        response, info = fetch_url(self.module, url, timeout=self.module.params["timeout"])
-        if response is None or info.get("status") not in (200, None):
-            if optional and info.get("status") == 404:
-                return None
-            raise bundle.BundleError(f"{url} answered {info.get('status')} {info.get('msg', '')}")
-        return response.read()
 
     def write(self, relative, data):
         path = self.local(relative)

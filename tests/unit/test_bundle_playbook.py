@@ -132,7 +132,9 @@ def test_a_rerun_fetches_nothing_and_changes_nothing(made):
     folder, mirrors, _run, _www = made
     again = playbook(folder.parent, "-e", f"@{mirrors}", "-e", f"bundle_dir={folder}")
     assert again.returncode == 0, again.stdout[-3000:]
-    assert recap(again.stdout, "localhost")["changed"] == "0"
+    # The manifest's play runs once, delegated: its results count on the run's first host.
+    for host in ("demo-head", "demo-h100", "demo-l40s"):
+        assert recap(again.stdout, host)["changed"] == "0", host
     assert "Fetched 0 files" in again.stdout
 
 
@@ -171,3 +173,26 @@ def test_a_host_neither_reached_nor_declared_is_named_with_the_fix(tmp_path):
         run.stdout + run.stderr
     )
     assert not (tmp_path / "bundle").exists()
+
+
+def test_a_limited_run_lists_its_own_hosts_only(made):
+    folder, mirrors, _run, _www = made
+    limited = folder.parent / "limited"
+    run = playbook(
+        folder.parent,
+        "-e",
+        f"@{mirrors}",
+        "-e",
+        f"bundle_dir={limited}",
+        "-e",
+        "bundle_fetch=false",
+        "--limit",
+        "demo-l40s",
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    doc = json.loads((limited / "manifest.json").read_text())
+    assert list(doc["hosts"]) == ["demo-l40s"]
+    # No NVSwitch on the L40S node: no Fabric Manager; and no HPC-X (sharp_enabled is demo-h100's).
+    packages = {p["package"] for r in doc["repositories"] for p in r["packages"]}
+    assert "nvidia-fabricmanager-580" not in packages and "libnccl2" in packages
+    assert [f["variable"] for f in doc["files"]] == ["nccl_tests_url"]
