@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: bundle_fetch
 short_description: Download what an air-gap manifest lists into a mirror folder, every file checked, and pack it
-version_added: 1.0.0
+version_added: 1.1.0
 description:
   - Reads C(manifest.json) (M(gpuops.cluster.bundle_manifest)) and downloads into O(dest) each
     repository's key, its signed index (C(InRelease), C(Release), C(Release.gpg), C(Packages)) and

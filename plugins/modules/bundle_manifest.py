@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: bundle_manifest
 short_description: Write the air-gap manifest, every package, file and key an inventory's hosts need
-version_added: 1.0.0
+version_added: 1.1.0
 description:
   - Takes what each host's roles ask for (O(hosts), gathered by C(playbooks/bundle.yml) from each role's
     C(tasks/artifacts.yml), which reads the variables its install tasks read) and reads each vendor

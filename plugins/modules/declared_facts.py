@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: declared_facts
 short_description: The facts of a host that cannot be reached, from what the inventory declares of it
-version_added: 1.0.0
+version_added: 1.1.0
 description:
   - For C(playbooks/bundle.yml) on a connected host that does not reach the cluster. Turns the
     inventory's C(bundle_hardware) of a host (its distribution, architecture, kernel and its GPUs,

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: mirror_check
 short_description: Check that the configured mirrors hold every package and file a run will install, before any change
-version_added: 1.0.0
+version_added: 1.1.0
 description:
   - Takes what each host's roles will install (O(hosts), as M(gpuops.cluster.bundle_manifest) takes it;
     the preflight role gathers it from each role's C(tasks/artifacts.yml)) and reads each configured

@@ -94,3 +94,44 @@ def test_built_tarball_leaves_out_local_state_and_installs(tmp_path):
     assert re.search(r"gpuops\.cluster\s+\d+\.\d+\.\d+", listing)
     installed = dest / "ansible_collections" / "gpuops" / "cluster"
     assert (installed / "meta" / "runtime.yml").read_text() == (ROOT / "meta" / "runtime.yml").read_text()
+
+
+def _plugin_versions_added():
+    """Every documented plugin's name, type and version_added, read from its DOCUMENTATION."""
+    found = {}
+    for path in sorted((ROOT / "plugins").glob("*/*.py")):
+        text = path.read_text()
+        match = re.search(r'^DOCUMENTATION = r?"""(.*?)"""', text, re.S | re.M)
+        if match is None:
+            continue
+        docs = yaml.safe_load(match.group(1))
+        kind = path.parent.name.rstrip("s")
+        found[path.stem] = (kind, str(docs.get("version_added", "")))
+    return found
+
+
+def test_version_added_matches_the_release_that_brought_the_plugin():
+    """A plugin of a release says that release; one not released yet says a version above the last.
+
+    The changelog's releases are what was released (antsibull-changelog lists new modules and plugins
+    per release), so a version_added that disagrees with them misleads the docsite's "added in".
+    """
+    changelog = yaml.safe_load((ROOT / "changelogs" / "changelog.yaml").read_text())
+    released = {}
+    for version, release in changelog["releases"].items():
+        for module in release.get("modules", []):
+            released[module["name"]] = version
+        for plugins in release.get("plugins", {}).values():
+            for plugin in plugins:
+                released[plugin["name"]] = version
+    last = max(changelog["releases"], key=lambda v: tuple(int(p) for p in v.split(".")))
+    plugins = _plugin_versions_added()
+    assert len(plugins) > 40
+    for name, (kind, added) in plugins.items():
+        assert re.fullmatch(r"\d+\.\d+\.\d+", added), f"{kind} {name}: version_added {added!r}"
+        if name in released:
+            assert added == released[name], f"{kind} {name}: released in {released[name]}, says {added}"
+        else:
+            assert tuple(map(int, added.split("."))) > tuple(map(int, last.split("."))), (
+                f"{kind} {name} is in no release, so its version_added ({added}) must be above {last}"
+            )
