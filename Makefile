@@ -165,6 +165,7 @@ core-matrix: venv
 	tests/scripts/core-matrix.sh $(ANSIBLE_CORES)
 
 unit: venv
+	@tests/scripts/registry-tools.sh
 	@echo "==> pytest (unit)"
 	@mkdir -p $(CACHE)
 	$(BIN)/pytest tests/unit | tee $(CACHE)/unit.log

@@ -24,6 +24,7 @@ manifest. Pure functions.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from urllib.parse import unquote, urlsplit
@@ -365,7 +366,7 @@ def os_packages(hosts):
     ]
 
 
-def mirror_variables(repos, downloads):
+def mirror_variables(repos, downloads, charts=()):
     """``({variable: value}, conflicts)``: what the inventory sets to take every upstream from the
     bundle's server. A URL variable becomes ``{{ gpuops_bundle_url }}/`` and the upstream's path in
     the bundle; a key URL the inventory set follows its key; a file's checksum its digest, or the
@@ -391,6 +392,10 @@ def mirror_variables(repos, downloads):
             if item.get("checksum_path")
             else "sha256:" + item["sha256"],
         )
+    for chart in charts:
+        put(chart["variable"], "{{ gpuops_bundle_url }}/" + posixpath.dirname(chart["index_path"]))
+        if chart["images"]:
+            put(chart["values_variable"], chart["registry_values"])
     return values, sorted(set(conflicts))
 
 
@@ -402,16 +407,25 @@ def mirrors_yaml(doc):
         "# Set gpuops_bundle_url to the URL that serves the bundle's folder (no trailing slash), and put this",
         "# file in the inventory's group_vars/all/.",
     ]
+    if any(chart["images"] for chart in doc.get("charts") or []):
+        lines.append(
+            "# Set gpuops_bundle_registry to the registry the bundle's images are pushed to (README, air-gap steps)."
+        )
     for variable, value in sorted(doc["mirrors"]["variables"].items()):
-        lines.append(f'{variable}: "{value}"')
+        # A map (a chart's values) as JSON, which YAML reads as it is.
+        text = json.dumps(value, sort_keys=True) if isinstance(value, dict) else f'"{value}"'
+        lines.append(f"{variable}: {text}")
     for conflict in doc["mirrors"]["conflicts"]:
         lines.append(f"# differs between hosts: {conflict}")
     return "\n".join(lines) + "\n"
 
 
-def manifest(hosts, repos, downloads, collection_version):
+def manifest(hosts, repos, downloads, collection_version, charts=()):
     """The manifest as written to manifest.json."""
+    charts = list(charts)
     totals = {
+        "charts": len(charts),
+        "images": len({i["ref"] for c in charts for i in c["images"]}),
         "repositories": len(repos),
         "packages": sum(len(r["packages"]) for r in repos),
         "package_bytes": sum(p["size"] for r in repos for p in r["packages"]),
@@ -431,8 +445,9 @@ def manifest(hosts, repos, downloads, collection_version):
         },
         "repositories": repos,
         "files": downloads,
+        "charts": charts,
         "os_packages": os_packages(hosts),
-        "mirrors": dict(zip(("variables", "conflicts"), mirror_variables(repos, downloads))),
+        "mirrors": dict(zip(("variables", "conflicts"), mirror_variables(repos, downloads, charts))),
         "totals": totals,
     }
 
@@ -447,7 +462,8 @@ def markdown(doc):
     lines = [
         "# Air-gap bundle manifest",
         "",
-        "gpuops.cluster {} · {} hosts · {} repositories, {} packages ({}) · {} files · {} keys".format(
+        "gpuops.cluster {} · {} hosts · {} repositories, {} packages ({}) · {} files · {} keys · {} charts, "
+        "{} images".format(
             doc["collection"]["version"],
             len(doc["hosts"]),
             totals["repositories"],
@@ -455,6 +471,8 @@ def markdown(doc):
             _mib(totals["package_bytes"]),
             totals["files"],
             totals["keys"],
+            totals.get("charts", 0),
+            totals.get("images", 0),
         ),
         "",
         "| host | platform | roles |",
@@ -490,6 +508,32 @@ def markdown(doc):
         lines += [
             "| `{}` | {} | {}… | {} |".format(f["variable"], f["url"], f["sha256"][:16], ", ".join(f["hosts"]))
             for f in doc["files"]
+        ]
+    for chart in doc.get("charts") or []:
+        lines += [
+            "",
+            f"## `{chart['variable']}`: {chart['repository']}",
+            "",
+            "Chart {} {} (app {}), {}, sha256 {}… (index.yaml). Hosts: {}.".format(
+                chart["chart"],
+                chart["version"],
+                chart["appVersion"] or "-",
+                _mib(chart["size"]),
+                chart["sha256"][:16],
+                ", ".join(chart["hosts"]),
+            ),
+            "",
+            f"Images it deploys with the derived values (`{chart['values_variable']}` takes them from "
+            "`gpuops_bundle_registry`):",
+            "",
+            "| image | digest | components |",
+            "|---|---|---|",
+        ]
+        lines += [
+            "| {} | {} | {} |".format(
+                i["ref"], (i.get("digest") or "not resolved")[:23] + "…", ", ".join(i["components"])
+            )
+            for i in chart["images"]
         ]
     if doc["os_packages"]:
         lines += ["", "## From each distribution's own mirror (not in the bundle)", ""]

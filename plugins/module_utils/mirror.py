@@ -102,3 +102,25 @@ def present(module, url):
     if kind.startswith("text/html") and not url.lower().endswith((".html", ".htm")):
         return False, f"the server answers with an HTML page ({kind})"
     return True, None
+
+
+def skopeo(module):
+    """``run(*args)``: skopeo's standard output as bytes (an image manifest is hashed as served), a
+    BundleError naming the command and skopeo's last words when it fails or is not installed."""
+    binary = module.get_bin_path("skopeo")
+
+    def run(*args):
+        if not binary:
+            raise bundle.BundleError(
+                "skopeo is not installed on this host: apt-get install skopeo and run again, or set "
+                "bundle_images: false to list the images by tag without carrying them."
+            )
+        rc, out, err = module.run_command([binary, *args], encoding=None, environ_update={"LC_ALL": "C"})
+        if rc != 0:
+            words = err.decode("utf-8", "replace").strip().splitlines()
+            raise bundle.BundleError(
+                "skopeo {} failed ({}): {}".format(" ".join(args), rc, words[-1] if words else "no message")
+            )
+        return out
+
+    return run

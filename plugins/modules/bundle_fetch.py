@@ -48,8 +48,19 @@ options:
   archive:
     description: Write this tar archive of the whole bundle (after checking it) instead of fetching.
     type: path
+  registry_tls_verify:
+    description: Check the TLS certificates of the image registries (skopeo's C(--src-tls-verify)).
+    type: bool
+    default: true
+notes:
+  - A chart is kept at its upstream path with an C(index.yaml) of the bundle's charts next to the
+    repository's, the package checked against the digest of the repository's own index.
+  - The images go into one OCI image layout, C(images/) in O(dest), each under its reference with
+    every platform the registry has (C(skopeo copy --all)), copied by the digest the manifest pins and
+    checked again once copied; O(select) takes an image by its reference.
 requirements:
   - gpgv (Debian's and Ubuntu's gpgv package), to check the indexes' signatures.
+  - skopeo, where the manifest lists images with their digests.
 seealso:
   - module: gpuops.cluster.bundle_manifest
 """
@@ -94,9 +105,9 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
-from ansible_collections.gpuops.cluster.plugins.module_utils import apt_index, bundle
+from ansible_collections.gpuops.cluster.plugins.module_utils import apt_index, bundle, chart
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
-from ansible_collections.gpuops.cluster.plugins.module_utils.mirror import HTTP_OPTIONS, checked_keyring, reader
+from ansible_collections.gpuops.cluster.plugins.module_utils.mirror import HTTP_OPTIONS, checked_keyring, reader, skopeo
 
 CHUNK = 1024 * 1024
 
@@ -303,10 +314,102 @@ def fetch_file(fetcher, item):
     fetcher.large(item["url"], item["path"], item["sha256"])
 
 
+IMAGES = "images"
+
+
+def fetch_chart(fetcher, item, doc):
+    fetcher.large(item["url"], item["path"], item["sha256"], item.get("size"))
+    same_index = [c for c in doc.get("charts") or [] if c["index_path"] == item["index_path"]]
+    text = chart.index_yaml(same_index).encode()
+    if fetcher.read_local(item["index_path"]) == text:
+        fetcher.present["files"] += 1
+        fetcher.present["bytes"] += len(text)
+    else:
+        fetcher.write(item["index_path"], text)
+
+
+def layout(fetcher, ref):
+    path = fetcher.local(IMAGES)
+    if ":" in path:
+        raise bundle.BundleError(f"{path}: the bundle's folder has a colon in its path, which skopeo cannot take.")
+    return f"oci:{path}:{ref}"
+
+
+def fetch_image(fetcher, image, tls_verify):
+    """Copy one image (every platform) into the bundle's OCI layout by its pinned digest, unless it is there."""
+    if not image.get("digest"):
+        return
+    run = skopeo(fetcher.module)
+    target = layout(fetcher, image["ref"])
+    try:
+        if chart.image_digest(run("inspect", "--raw", target)) == image["digest"]:
+            fetcher.present["files"] += 1
+            return
+    except bundle.BundleError:
+        pass
+    fetcher.fetched["files"] += 1
+    if fetcher.module.check_mode:
+        return
+    blobs = fetcher.local(os.path.join(IMAGES, "blobs", "sha256"))
+    before = _folder_bytes(blobs)
+    run(
+        "copy",
+        "--all",
+        "--retry-times",
+        "2",
+        f"--src-tls-verify={str(tls_verify).lower()}",
+        "docker://" + chart.pinned(image["ref"], image["digest"]),
+        target,
+    )
+    got = chart.image_digest(run("inspect", "--raw", target))
+    if got != image["digest"]:
+        raise bundle.BundleError(
+            f"{image['ref']}: the copy in the bundle is {got}, the manifest pins {image['digest']}; "
+            "make the manifest again."
+        )
+    fetcher.fetched["bytes"] += _folder_bytes(blobs) - before
+
+
+def _folder_bytes(folder):
+    try:
+        return sum(entry.stat().st_size for entry in os.scandir(folder) if entry.is_file())
+    except FileNotFoundError:
+        return 0
+
+
+def image_members(doc, dest):
+    """The OCI layout's files (each blob checked against its name) and what the manifest pins that
+    its index.json does not hold under the image's reference."""
+    images = [i for c in doc.get("charts") or [] for i in c["images"] if i.get("digest")]
+    if not images:
+        return [], []
+    listed = [(os.path.join(IMAGES, "oci-layout"), None), (os.path.join(IMAGES, "index.json"), None)]
+    bad = []
+    try:
+        with open(os.path.join(dest, IMAGES, "index.json"), encoding="utf-8") as handle:
+            index = json.load(handle)
+    except (OSError, ValueError):
+        index = {}
+    held = {
+        (m.get("annotations") or {}).get("org.opencontainers.image.ref.name"): m.get("digest")
+        for m in index.get("manifests") or []
+        if isinstance(m, dict)
+    }
+    for image in images:
+        if held.get(image["ref"]) != image["digest"]:
+            bad.append(
+                f"{IMAGES}/{image['ref']}: {held.get(image['ref']) or 'missing'}, the manifest pins {image['digest']}"
+            )
+    blobs = os.path.join(dest, IMAGES, "blobs", "sha256")
+    if os.path.isdir(blobs):
+        listed += [(os.path.join(IMAGES, "blobs", "sha256", name), name) for name in sorted(os.listdir(blobs))]
+    return listed, bad
+
+
 def members(doc, dest):
     """Every path of the bundle with its SHA256 where the manifest gives one (else None: checked by
     its signature or key when fetched), and the files that are missing or do not match."""
-    listed, bad = [], []
+    listed = []
     for repo in doc["repositories"]:
         listed.append((repo["key"]["path"], None))
         for name in (*bundle.INDEX_FILES, "Packages", "Packages.gz", "Packages.xz"):
@@ -318,6 +421,10 @@ def members(doc, dest):
         if item.get("checksum_path"):
             listed.append((item["checksum_path"], None))
         listed.append((item["path"], item["sha256"]))
+    for item in doc.get("charts") or []:
+        listed += [(item["path"], item["sha256"]), (item["index_path"], None)]
+    image_files, bad = image_members(doc, dest)
+    listed += image_files
     out = []
     for relative, sha256 in sorted(set(listed)):
         path = os.path.join(dest, relative)
@@ -414,6 +521,7 @@ def main():
             "collection_version": {"type": "str", "required": True},
             "select": {"type": "list", "elements": "str", "default": []},
             "archive": {"type": "path"},
+            "registry_tls_verify": {"type": "bool", "default": True},
             **HTTP_OPTIONS,
         },
         supports_check_mode=True,
@@ -425,7 +533,9 @@ def main():
             changed, result = write_archive(module, doc, dest, module.params["archive"])
             module.exit_json(changed=changed, archive=result)
         select = set(module.params["select"])
+        charts = doc.get("charts") or []
         known = {r["url"] for r in doc["repositories"]} | {f["url"] for f in doc["files"]}
+        known |= {c["url"] for c in charts} | {i["ref"] for c in charts for i in c["images"]}
         unknown = sorted(select - known)
         if unknown:
             module.fail_json(msg="select: {} not in the manifest.".format(", ".join(unknown)))
@@ -436,6 +546,14 @@ def main():
         for item in doc["files"]:
             if not select or item["url"] in select:
                 fetch_file(fetcher, item)
+        for item in charts:
+            if not select or item["url"] in select:
+                fetch_chart(fetcher, item, doc)
+        done = set()
+        for image in (i for c in charts for i in c["images"]):
+            if (not select or image["ref"] in select) and image["ref"] not in done:
+                done.add(image["ref"])
+                fetch_image(fetcher, image, module.params["registry_tls_verify"])
     except (bundle.BundleError, ParseError) as err:
         module.fail_json(msg=f"The bundle cannot be fetched: {err}")
     module.exit_json(changed=fetcher.fetched["files"] > 0, fetched=fetcher.fetched, present=fetcher.present)

@@ -41,6 +41,25 @@ options:
     description: This collection's version, recorded so that a bundle is used with the collection that made it.
     type: str
     required: true
+  charts:
+    description:
+      - Helm charts the inventory installs (C(playbooks/k8s_gpu_platform.yml)), each C({variable, repository,
+        chart, version, values, values_variable, hosts}), with the values that play derives from the nodes.
+      - Each chart's package is found in the repository's C(index.yaml) and checked against its digest; the
+        images it deploys are read from its C(values.yaml) and its subcharts' with those values merged in.
+    type: list
+    elements: dict
+    default: []
+  images:
+    description:
+      - Resolve each image's digest with C(skopeo inspect), so that the bundle pins the image as the
+        registry serves it. With V(false) the images are listed by tag only, and not fetched.
+    type: bool
+    default: true
+  registry_tls_verify:
+    description: Check the TLS certificates of the image registries (skopeo's C(--tls-verify)).
+    type: bool
+    default: true
 notes:
   - Runs where the vendor repositories are reachable (a connected host; C(delegate_to) localhost).
 seealso:
@@ -66,7 +85,7 @@ totals:
   description: Repositories, packages, their bytes, files and keys.
   returned: success
   type: dict
-  sample: {repositories: 3, packages: 41, package_bytes: 1283711, files: 2, keys: 3}
+  sample: {repositories: 3, packages: 41, package_bytes: 1283711, files: 2, keys: 3, charts: 1, images: 7}
 path:
   description: Path of C(manifest.json).
   returned: success
@@ -78,8 +97,14 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuops.cluster.plugins.module_utils import bundle
-from ansible_collections.gpuops.cluster.plugins.module_utils.mirror import HTTP_OPTIONS, check_keys, reader, text_reader
+from ansible_collections.gpuops.cluster.plugins.module_utils import bundle, chart
+from ansible_collections.gpuops.cluster.plugins.module_utils.mirror import (
+    HTTP_OPTIONS,
+    check_keys,
+    reader,
+    skopeo,
+    text_reader,
+)
 
 
 def write_if_changed(module, path, text):
@@ -105,6 +130,9 @@ def main():
             "hosts": {"type": "dict", "required": True},
             "dest": {"type": "path", "required": True},
             "collection_version": {"type": "str", "required": True},
+            "charts": {"type": "list", "elements": "dict", "default": []},
+            "images": {"type": "bool", "default": True},
+            "registry_tls_verify": {"type": "bool", "default": True},
             **HTTP_OPTIONS,
         },
         supports_check_mode=True,
@@ -117,7 +145,16 @@ def main():
         downloads, file_problems = bundle.files(module.params["hosts"], read_text)
     except bundle.BundleError as err:
         module.fail_json(msg=f"The manifest cannot be made: {err}")
-    problems += file_problems + check_keys(repos, read)
+    run = skopeo(module)
+    tls = "--tls-verify={}".format(str(module.params["registry_tls_verify"]).lower())
+
+    def digest_of(ref):
+        return chart.image_digest(run("inspect", "--raw", "--retry-times", "2", tls, f"docker://{ref}"))
+
+    charts, chart_problems = chart.plan(
+        module.params["charts"], read, read_text, digest_of if module.params["images"] else None
+    )
+    problems += file_problems + chart_problems + check_keys(repos, read)
     if problems:
         module.fail_json(
             msg="The manifest cannot be made: {} problem(s); nothing was written.\n- {}".format(
@@ -125,7 +162,7 @@ def main():
             ),
             problems=problems,
         )
-    doc = bundle.manifest(module.params["hosts"], repos, downloads, module.params["collection_version"])
+    doc = bundle.manifest(module.params["hosts"], repos, downloads, module.params["collection_version"], charts)
     dest = module.params["dest"]
     if not module.check_mode:
         os.makedirs(dest, mode=0o755, exist_ok=True)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible.module_utils import basic
 from ansible.plugins.loader import init_plugin_loader
 from hypothesis import settings
 
@@ -29,6 +30,7 @@ PROFILE_NAMES = sorted(p.stem for p in (GPUSIM / "profiles").glob("*.yml"))
 
 from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts  # noqa: E402
 from ansible_collections.gpuops.cluster.plugins.module_utils.pci import classify, parse_lspci  # noqa: E402
+from module_harness import Node  # noqa: E402
 
 
 def load_script(path: Path, name: str):
@@ -88,3 +90,10 @@ def fixture(kind: str, name: str) -> str:
 def profile_facts(name: str) -> dict:
     """nvidia_gpu facts of a gpusim profile before the driver (lspci only)."""
     return build_gpu_facts(classify(parse_lspci((GPUSIM / "profiles" / name / "lspci-Dnn.txt").read_text())))
+
+
+@pytest.fixture
+def module_exits(monkeypatch):
+    """A module's exit_json and fail_json raise Exited (for run_module) on the real AnsibleModule."""
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", Node.exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", Node.fail_json)

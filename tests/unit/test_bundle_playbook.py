@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from chart_standin import chart_repository, derived_values, standin_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(
@@ -196,3 +197,69 @@ def test_a_limited_run_lists_its_own_hosts_only(made):
     packages = {p["package"] for r in doc["repositories"] for p in r["packages"]}
     assert "nvidia-fabricmanager-580" not in packages and "libnccl2" in packages
     assert [f["variable"] for f in doc["files"]] == ["nccl_tests_url"]
+
+
+@pytest.mark.skipif(
+    not (shutil.which("skopeo") and shutil.which("docker-registry")),
+    reason="skopeo and docker-registry (Debian packages) copy and serve the stand-in images",
+)
+def test_a_kubernetes_node_brings_the_operator_chart_and_the_images_its_values_deploy(made, tmp_path):
+    """demo-l40s as a Kubernetes GPU node: the chart at its pinned version from the chart repository,
+    and the images the derived values deploy (the host runs the driver, toolkit and dcgm-exporter, so
+    the chart's own are off), pinned by the stand-in registry's digests and copied into the bundle."""
+    _folder, mirrors, _run, www = made
+    with standin_registry(tmp_path / "registry", derived_values()) as registry:
+        charts = chart_repository(tmp_path / "helm" / "nvidia", registry=registry)
+        extra = tmp_path / "k8s.yml"
+        extra.write_text(
+            yaml.safe_dump(
+                {
+                    "all": {
+                        "children": {
+                            "k8s_nodes": {
+                                "hosts": {"demo-l40s": None},
+                                "vars": {
+                                    "k8s_node_repository_url": f"file://{www}",
+                                    "k8s_node_key_fingerprint": ["DDD2F499504D61685FB2FDC94B9F49872D40B3F2"],
+                                    "k8s_node_control_plane": "demo-head",
+                                    "k8s_platform_helm_repository": f"file://{charts}",
+                                },
+                            }
+                        }
+                    }
+                }
+            )
+        )
+        dest = tmp_path / "bundle"
+        args = ["-i", str(extra), "-e", f"@{mirrors}", "-e", f"bundle_dir={dest}"]
+        args += ["-e", "bundle_registry_tls_verify=false", "--limit", "demo-l40s"]
+        run = playbook(tmp_path, *args)
+        assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+        doc = json.loads((dest / "manifest.json").read_text())
+        assert "k8s_node" in doc["hosts"]["demo-l40s"]["roles"]
+        assert "k8s_node_repository_url" in {r["variable"] for r in doc["repositories"]}
+        (entry,) = doc["charts"]
+        assert (entry["variable"], entry["chart"], entry["version"], entry["hosts"]) == (
+            "k8s_platform_helm_repository",
+            "gpu-operator",
+            "v26.7.0",
+            ["demo-l40s"],
+        )
+        assert [i["ref"][len(registry) + 1 :] for i in entry["images"]] == [
+            "nfd/node-feature-discovery:v0.19.0",
+            "nvidia/gpu-operator:v26.7.0",
+            "nvidia/k8s-device-plugin:v0.20.0",
+        ]
+        with tarfile.open(str(dest) + ".tar") as tar:
+            names = set(tar.getnames())
+        assert {"images/index.json", entry["path"], entry["index_path"]} <= names
+        index = json.loads((dest / "images" / "index.json").read_text())
+        held = {m["annotations"]["org.opencontainers.image.ref.name"]: m["digest"] for m in index["manifests"]}
+        assert held == {i["ref"]: i["digest"] for i in entry["images"]}
+        chart_mirrors = yaml.safe_load((dest / "mirrors.yml").read_text())
+        assert chart_mirrors["k8s_platform_helm_repository"] == "{{ gpuops_bundle_url }}/local" + str(charts)
+        assert chart_mirrors["k8s_platform_image_values"]["gfd"] == {
+            "repository": "{{ gpuops_bundle_registry }}/" + registry + "/nvidia"
+        }
+        again = playbook(tmp_path, *args)
+        assert again.returncode == 0 and recap(again.stdout, "demo-l40s")["changed"] == "0", again.stdout[-3000:]

@@ -232,7 +232,15 @@ def test_mirrors_point_each_variable_at_the_bundle_server():
     text = bundle.mirrors_yaml(doc)
     assert 'cuda_repository_url: "{{ gpuops_bundle_url }}/developer.download.nvidia.com/compute/cuda/repos"' in text
     assert "| libnccl2 | 2.26.5-1+cuda12.8 | amd64 | 1000 |" in bundle.markdown(doc)
-    assert doc["totals"] == {"repositories": 1, "packages": 1, "package_bytes": 1000, "files": 1, "keys": 1}
+    assert doc["totals"] == {
+        "repositories": 1,
+        "packages": 1,
+        "package_bytes": 1000,
+        "files": 1,
+        "keys": 1,
+        "charts": 0,
+        "images": 0,
+    }
 
 
 def test_one_variable_with_two_values_is_a_conflict_not_a_silent_choice():

@@ -132,7 +132,10 @@ def test_the_play_s_expressions_work_out_the_platform_and_the_gate():
     control = plays[1]
     tasks = {t["name"]: t for t in control["tasks"]}
     work = tasks["Work out the values, manifests and expected GPUs, with their reasons"]
-    variables = dict(control["vars"])
+    variables = {}
+    for name in control["vars_files"]:
+        variables.update(yaml.safe_load((ROOT / "playbooks" / name).read_text()))
+    variables.update(control["vars"])
     variables.update(work["vars"])
     variables.update(
         groups={"k8s_nodes": ["h100", "a100"]},
@@ -150,6 +153,18 @@ def test_the_play_s_expressions_work_out_the_platform_and_the_gate():
     platform = templar.template(trusted(work["ansible.builtin.set_fact"]["__platform"]))
     assert platform["values"]["nfd"]["enabled"] is False  # NFD of the nfd namespace runs
     assert [m["metadata"]["name"] for m in platform["manifests"]][2:] == ["training", "inference"]
+    # The bundle's registry values (mirrors.yml) go over the derived ones, the rest of each map kept.
+    install = tasks["Install the chart at its pinned version with the derived values"]["kubernetes.core.helm"]
+    variables.update(
+        __platform=platform,
+        k8s_platform_image_values={"devicePlugin": {"repository": "registry.site/nvcr.io/nvidia"}},
+    )
+    templar = Templar(loader=DataLoader(), variables=trusted(variables))
+    assert templar.template(trusted(install["chart_ref"])) == "nvidia/gpu-operator"
+    assert templar.template(trusted(install["chart_version"])) == "v26.7.0"
+    installed = templar.template(trusted(install["values"]))
+    assert installed["devicePlugin"]["repository"] == "registry.site/nvcr.io/nvidia"
+    assert installed["migManager"] == platform["values"]["migManager"]
     gate = next(t for t in tasks["Check each node's allocatable GPUs or MIG slices against its facts"]["block"])
     nodes = [
         {"metadata": {"name": "gpu-h100"}, "status": {"allocatable": {"nvidia.com/gpu": "6"}}},

@@ -10,29 +10,17 @@ import shutil
 import types
 
 import pytest
-from ansible.module_utils import basic
 from ansible_collections.gpuops.cluster.plugins.module_utils import mirror
 from ansible_collections.gpuops.cluster.plugins.modules import bundle_fetch, bundle_manifest, mirror_check
-from module_harness import Exited, run_module
+from module_harness import run_module
 
 ARCHIVE_KEY = "DDD2F499504D61685FB2FDC94B9F49872D40B3F2"
-pytestmark = pytest.mark.skipif(
-    shutil.which("gpg") is None or shutil.which("gpgv") is None, reason="gpg and gpgv sign and check the repository"
-)
-
-
-def exit_json(module, **result):
-    raise Exited(False, result)
-
-
-def fail_json(module, **result):
-    raise Exited(True, result)
-
-
-@pytest.fixture(autouse=True)
-def exits(monkeypatch):
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+pytestmark = [
+    pytest.mark.usefixtures("module_exits"),
+    pytest.mark.skipif(
+        shutil.which("gpg") is None or shutil.which("gpgv") is None, reason="gpg and gpgv sign and check the repository"
+    ),
+]
 
 
 @pytest.fixture
