@@ -141,6 +141,7 @@ lint: venv
 	@echo "==> what another execution environment gets from this collection (meta/execution-environment.yml), and only that"
 	$(BIN)/ansible-builder introspect --sanitize .collections >$(CACHE)/ee-introspect.txt
 	grep -q "matplotlib>=3.6  # from collection gpuops.cluster" $(CACHE)/ee-introspect.txt
+	grep -q "skopeo  # from collection gpuops.cluster" $(CACHE)/ee-introspect.txt
 	! grep -Eq "(pytest|molecule|ruff|ansible-lint).*from collection gpuops.cluster" $(CACHE)/ee-introspect.txt
 
 # The stack variables are declared once, in the preflight role's argument specs; this writes the

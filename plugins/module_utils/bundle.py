@@ -551,6 +551,18 @@ def markdown(doc):
 # What bundle_hardware must say of a host, and how (the facts site.yml would read on it).
 DECLARED_OS = {"Debian": ("12", "13"), "Ubuntu": ("22.04", "24.04")}
 DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+RELEASES = {
+    ("Debian", "12"): "bookworm",
+    ("Debian", "13"): "trixie",
+    ("Ubuntu", "22.04"): "jammy",
+    ("Ubuntu", "24.04"): "noble",
+}
+# Where Canonical's driver packages of a declared Ubuntu host are read from (bundle_ubuntu_mirror's
+# default by architecture): the server drivers and their signed modules are in restricted, Fabric
+# Manager and NSCQ in multiverse (the archive's Section fields), released and updated in three pockets.
+UBUNTU_MIRRORS = {"x86_64": "http://archive.ubuntu.com/ubuntu", "aarch64": "http://ports.ubuntu.com/ubuntu-ports"}
+UBUNTU_DRIVER_COMPONENTS = ("restricted", "multiverse")
+UBUNTU_POCKETS = ("", "-updates", "-security")
 _PCI_ID = re.compile(r"^(?:(10de|15b3):)?([0-9a-f]{4})$")
 
 
@@ -637,6 +649,7 @@ def declared_platform(hardware):
     return {
         "distribution": distribution,
         "distribution_version": version,
+        "distribution_release": RELEASES[(distribution, version)],
         "distribution_major_version": version.split(".", maxsplit=1)[0],
         "os_family": "Debian",
         "architecture": architecture,
@@ -644,6 +657,20 @@ def declared_platform(hardware):
         "virtualization_type": "",
         "virtualization_role": "",
     }
+
+
+def ubuntu_indexes(facts, mirror=""):
+    """The Ubuntu archive's ``Packages`` files a declared Ubuntu host's Canonical driver packages are
+    read from (stack_check's package_indexes); none for Debian."""
+    if facts["distribution"] != "Ubuntu":
+        return []
+    base = (mirror or UBUNTU_MIRRORS[facts["architecture"]]).rstrip("/")
+    arch = DEBIAN_ARCH[facts["architecture"]]
+    return [
+        f"{base}/dists/{facts['distribution_release']}{pocket}/{component}/binary-{arch}/Packages.xz"
+        for pocket in UBUNTU_POCKETS
+        for component in UBUNTU_DRIVER_COMPONENTS
+    ]
 
 
 # --- a repository's signed index ---------------------------------------------------------------------------

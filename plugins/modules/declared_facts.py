@@ -29,6 +29,13 @@ options:
         (C({'10de:2330': 8}), C({'15b3:1021': 8})), and C(nvswitches), a count."
     type: dict
     required: true
+  ubuntu_mirror:
+    description:
+      - The Ubuntu archive whose C(Packages) files tell a declared Ubuntu host's Canonical driver packages
+        (returned as C(gpuops_package_indexes)); empty takes C(http://archive.ubuntu.com/ubuntu), or
+        C(http://ports.ubuntu.com/ubuntu-ports) for C(aarch64).
+    type: str
+    default: ""
 attributes:
   facts:
     description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
@@ -64,6 +71,13 @@ ansible_facts:
     distribution:
       description: The declared distribution.
       type: str
+    distribution_release:
+      description: Its release's code name (C(noble)).
+      type: str
+    gpuops_package_indexes:
+      description: For Ubuntu, the archive's C(Packages) files Canonical's driver packages are read from.
+      type: list
+      elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -73,14 +87,22 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.pci import classify
 
 
 def main():
-    module = AnsibleModule(argument_spec={"hardware": {"type": "dict", "required": True}}, supports_check_mode=True)
+    module = AnsibleModule(
+        argument_spec={"hardware": {"type": "dict", "required": True}, "ubuntu_mirror": {"type": "str", "default": ""}},
+        supports_check_mode=True,
+    )
     hardware = module.params["hardware"]
     try:
         facts = bundle.declared_platform(hardware)
         facts["nvidia_gpu"] = build_gpu_facts(classify(bundle.declared_devices(hardware)))
     except bundle.BundleError as err:
         module.fail_json(msg=f"{err} (the host's bundle_hardware in the inventory)")
-    facts.update(packages={}, infiniband={}, gpuops_declared=True)
+    facts.update(
+        packages={},
+        infiniband={},
+        gpuops_declared=True,
+        gpuops_package_indexes=bundle.ubuntu_indexes(facts, module.params["ubuntu_mirror"]),
+    )
     module.exit_json(changed=False, ansible_facts=facts)
 
 

@@ -57,6 +57,17 @@ options:
     description: Fail when a problem is an error. The preflight role sets it to false to merge its own checks first.
     type: bool
     default: true
+  package_indexes:
+    description:
+      - C(Packages) files (URLs; C(.xz) and C(.gz) are decompressed) to read Canonical's driver packages from,
+        instead of the node's C(apt-cache). C(playbooks/bundle.yml) gives the Ubuntu archive's of the declared
+        release for a host it does not reach (C(bundle_ubuntu_mirror)), since the bundle host's own index is
+        another distribution's.
+      - The versions read only decide what the manifest lists; the node installs from its own mirror, whose
+        signature its apt checks.
+    type: list
+    elements: str
+    default: []
 notes:
   - The tables and their sources are in C(plugins/module_utils/compat.py). Rows NVIDIA has not
     confirmed only give warnings.
@@ -199,8 +210,11 @@ resolved:
 """
 
 import datetime
+import gzip
+import lzma
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import fetch_url
 from ansible_collections.gpuops.cluster.plugins.module_utils.canonical import index_names, parse_index
 from ansible_collections.gpuops.cluster.plugins.module_utils.stack import (
     check_stack,
@@ -215,14 +229,48 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.stack_spec import S
 STACK_OPTIONS = (*STACK_VARIABLES, "kernel", "distribution", "distribution_major_version", "cpu_architecture")
 
 
+# A Packages file larger than this is not an Ubuntu archive component's (multiverse is about 20 MiB).
+MAX_INDEX = 256 * 1024 * 1024
+
+
+def read_urls(module, urls):
+    """The text of each ``Packages`` file at ``urls``, decompressed by its suffix, joined."""
+    texts = []
+    for url in urls:
+        response, info = fetch_url(module, url, timeout=60)
+        if response is None or info.get("status") not in (200, None):
+            module.fail_json(
+                msg="package_indexes: {} answered {} {}; check bundle_ubuntu_mirror and that this host reaches "
+                "it.".format(url, info.get("status"), info.get("msg", ""))
+            )
+        data = response.read(MAX_INDEX + 1)
+        try:
+            if url.endswith(".xz"):
+                data = lzma.decompress(data)
+            elif url.endswith(".gz"):
+                data = gzip.decompress(data)
+        except (lzma.LZMAError, OSError, EOFError) as err:
+            module.fail_json(msg=f"package_indexes: {url} does not decompress ({err}); is it a Packages file?")
+        if len(data) > MAX_INDEX:
+            module.fail_json(msg=f"package_indexes: {url} is larger than {MAX_INDEX} bytes; is it a Packages file?")
+        texts.append(data.decode("utf-8", "replace"))
+    return "\n\n".join(texts)
+
+
 def read_index(module, stack):
-    """Canonical's driver packages of the branch in the node's package index, or None where they are
-    not wanted or apt-cache cannot answer (check_stack reports that)."""
+    """Canonical's driver packages of the branch in the node's package index (or in the Packages
+    files of package_indexes), or None where they are not wanted or apt-cache cannot answer
+    (check_stack reports that)."""
     branch = str(stack.get("nvidia_driver_branch") or "")
     if stack.get("nvidia_driver_source") != "ubuntu" or stack.get("distribution") != "Ubuntu":
         return None
     if not (branch.isdigit() and len(branch) == 3):
         return None
+    if module.params["package_indexes"]:
+        kernel = stack.get("nvidia_driver_kernel") or stack.get("kernel") or ""
+        wanted = set(index_names(branch, kernel))
+        index = parse_index(read_urls(module, module.params["package_indexes"]))
+        return {name: entries for name, entries in index.items() if name in wanted}
     apt_cache = module.get_bin_path("apt-cache")
     if not apt_cache:
         return None
@@ -249,6 +297,7 @@ def main():
             "cpu_architecture": {"type": "str", "default": "x86_64"},
             "today": {"type": "str"},
             "fail_on_error": {"type": "bool", "default": True},
+            "package_indexes": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )

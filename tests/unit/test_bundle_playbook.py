@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import lzma
 import os
 import shutil
 import subprocess
@@ -263,3 +264,51 @@ def test_a_kubernetes_node_brings_the_operator_chart_and_the_images_its_values_d
         }
         again = playbook(tmp_path, *args)
         assert again.returncode == 0 and recap(again.stdout, "demo-l40s")["changed"] == "0", again.stdout[-3000:]
+
+
+def test_a_declared_ubuntu_host_takes_canonical_s_driver_from_the_archive_of_its_release(made, tmp_path):
+    """demo-l40s declared as Ubuntu 24.04 on Canonical's driver (nvidia_driver_source: ubuntu): its
+    driver packages are read from the Ubuntu archive's Packages of noble (bundle_ubuntu_mirror, here
+    the stanzas of tests/unit/fixtures/ubuntu_archive), not from the connected host's own Debian index,
+    and listed at their versions among what the OS mirror must hold."""
+    _folder, mirrors, _run, _www = made
+    archive = tmp_path / "ubuntu"
+    stanzas = (ROOT / "tests" / "unit" / "fixtures" / "ubuntu_archive" / "noble-apt-cache-show.txt").read_bytes()
+    for pocket in ("noble", "noble-updates", "noble-security"):
+        for component in ("restricted", "multiverse"):
+            folder = archive / "dists" / pocket / component / "binary-amd64"
+            folder.mkdir(parents=True)
+            data = stanzas if (pocket, component) == ("noble-updates", "restricted") else b""
+            (folder / "Packages.xz").write_bytes(lzma.compress(data))
+    extra = tmp_path / "ubuntu.yml"
+    hardware = {
+        "distribution": "Ubuntu",
+        "distribution_version": "24.04",
+        "architecture": "x86_64",
+        "kernel": "6.8.0-149-generic",
+        "gpus": {"10de:26b9": 4},
+        "hcas": {"15b3:101d": 2},
+    }
+    host = {
+        "bundle_hardware": hardware,
+        "nvidia_driver_source": "ubuntu",
+        "nvidia_driver_version": "",
+        "bundle_ubuntu_mirror": f"file://{archive}",
+    }
+    extra.write_text(yaml.safe_dump({"all": {"hosts": {"demo-l40s": host}}}))
+    dest = tmp_path / "bundle"
+    args = ["-i", str(extra), "-e", f"@{mirrors}", "-e", f"bundle_dir={dest}", "-e", "bundle_fetch=false"]
+    run = playbook(tmp_path, *args, "--limit", "demo-l40s")
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    doc = json.loads((dest / "manifest.json").read_text())
+    assert doc["hosts"]["demo-l40s"]["platform"] == "ubuntu2404"
+    (slot,) = [s for s in doc["os_packages"] if s["platform"] == "ubuntu2404/amd64"]
+    names = {p["name"] for p in slot["packages"]}
+    assert {
+        "nvidia-headless-no-dkms-580-server-open=580.178.04-0ubuntu0.24.04.1",
+        "nvidia-utils-580-server=580.178.04-0ubuntu0.24.04.1",
+        "linux-modules-nvidia-580-server-open-6.8.0-149-generic=6.8.0-149.149",
+    } <= names
+    # The driver is Canonical's: none of NVIDIA's driver packages from the CUDA repository.
+    cuda = {p["package"] for r in doc["repositories"] if r["variable"] == "cuda_repository_url" for p in r["packages"]}
+    assert not any(name.startswith("nvidia-open") for name in cuda)

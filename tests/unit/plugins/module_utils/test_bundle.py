@@ -276,6 +276,17 @@ def test_declared_hardware_gives_the_facts_gpu_facts_would_read():
     assert facts["count"] == 8 and facts["slug"] == "h100" and facts["compute_capability"] == "9.0"
     assert facts["nvswitch_count"] == 4 and len(facts["hca_pci"]) == 8
     assert facts["driver_version"] is None
+    # Canonical's driver packages of the declared release: restricted and multiverse, in its three pockets.
+    indexes = bundle.ubuntu_indexes(platform)
+    assert indexes[0] == "http://archive.ubuntu.com/ubuntu/dists/noble/restricted/binary-amd64/Packages.xz"
+    assert indexes[-1] == "http://archive.ubuntu.com/ubuntu/dists/noble-security/multiverse/binary-amd64/Packages.xz"
+    assert len(indexes) == 6
+    arm = bundle.declared_platform(dict(hardware, architecture="aarch64", distribution_version="22.04"))
+    assert bundle.ubuntu_indexes(arm, "http://mirror.site/ports/")[2] == (
+        "http://mirror.site/ports/dists/jammy-updates/restricted/binary-arm64/Packages.xz"
+    )
+    debian = bundle.declared_platform(dict(hardware, distribution="Debian", distribution_version="13"))
+    assert debian["distribution_release"] == "trixie" and bundle.ubuntu_indexes(debian) == []
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import base64
+import gzip
+import lzma
 import os
 
 import pytest
@@ -12,7 +14,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.cluster.plugins.filter.problems_report import problems_report
 from ansible_collections.gpuops.cluster.plugins.module_utils import host
 from ansible_collections.gpuops.cluster.plugins.modules import host_check, stack_check
-from conftest import profile_facts
+from conftest import FIXTURES, profile_facts
 from module_harness import Node, run_module
 
 # One name per assignment: ansible-lint reads module-level assignments of files under plugins/modules
@@ -275,3 +277,45 @@ def test_problems_report_filter():
         problems_report([{"severity": "fatal", "variable": "a", "message": "m", "fix": "f"}])
     with pytest.raises(AnsibleFilterError, match="expects a list"):
         problems_report("text")
+
+
+def _archive(folder):
+    """The Ubuntu archive's restricted and multiverse Packages of noble as file:// URLs (xz and gz), the
+    stanzas of tests/unit/fixtures/ubuntu_archive, as bundle.yml reads them for a declared host."""
+    text = (FIXTURES / "ubuntu_archive" / "noble-apt-cache-show.txt").read_bytes()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "restricted.xz").write_bytes(lzma.compress(text))
+    (folder / "multiverse.gz").write_bytes(gzip.compress(b"Package: unrelated\nVersion: 1\n\n"))
+    return [f"file://{folder}/restricted.xz", f"file://{folder}/multiverse.gz"]
+
+
+def test_stack_check_reads_canonical_s_packages_from_the_archive_of_a_declared_host(monkeypatch, tmp_path):
+    node = Node(monkeypatch, {"apt-cache": "/usr/bin/apt-cache"}, {})
+    args = dict(
+        STACK,
+        nvidia_gpu=H100,
+        nvidia_driver_source="ubuntu",
+        distribution="Ubuntu",
+        distribution_major_version="24",
+        kernel="6.8.0-149-generic",
+        package_indexes=_archive(tmp_path),
+    )
+    result = run_module(stack_check.main, args)
+    assert not result.failed, result.result.get("msg")
+    resolved = result.result["resolved"]
+    assert (resolved["driver"]["version"], resolved["driver"]["modules"]) == ("580.178.04", "precompiled")
+    assert [p["name"] for p in resolved["packages"]["fabricmanager"]] == [
+        "nvidia-fabricmanager-580",
+        "libnvidia-nscq-580",
+    ]
+    assert node.calls == []  # the bundle host's own apt-cache is another distribution's: not asked
+
+
+def test_stack_check_names_an_archive_index_it_cannot_read(monkeypatch, tmp_path):
+    Node(monkeypatch, {}, {})
+    (tmp_path / "Packages.xz").write_bytes(b"<html>moved</html>")
+    base = dict(STACK, nvidia_gpu=H100, nvidia_driver_source="ubuntu", distribution="Ubuntu")
+    result = run_module(stack_check.main, dict(base, package_indexes=[f"file://{tmp_path}/Packages.xz"]))
+    assert result.failed and "Packages.xz does not decompress" in result.result["msg"]
+    result = run_module(stack_check.main, dict(base, package_indexes=[f"file://{tmp_path}/missing.xz"]))
+    assert result.failed and "check bundle_ubuntu_mirror" in result.result["msg"]
