@@ -136,6 +136,14 @@ class Fetcher:
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
 
+    def keep(self, relative, data, fresh):
+        """Write a checked small file that was downloaded; count one the bundle already had."""
+        if fresh:
+            self.write(relative, data)
+        else:
+            self.present["files"] += 1
+            self.present["bytes"] += len(data)
+
     def read_local(self, relative):
         try:
             with open(self.local(relative), "rb") as handle:
@@ -273,19 +281,13 @@ def fetch_repository(fetcher, repo):
             continue
         if hashlib.sha256(data).hexdigest() != digest or len(data) != size:
             raise bundle.BundleError(f"{where}: {name} does not match the SHA256 and size its signed Release gives.")
-        if fresh:
-            fetcher.write(relative, data)
-        else:
-            fetcher.present["files"] += 1
-            fetcher.present["bytes"] += len(data)
+        fetcher.keep(relative, data, fresh)
         if name == "Packages":
             packages_text = data.decode("utf-8", "replace")
     # The index is signed and checked: keep it and the key.
     for name, (data, fresh) in sorted(index.items()):
-        if fresh:
-            fetcher.write(bundle.safe_join(repo["path"], name, where), data)
-    if key_fresh:
-        fetcher.write(repo["key"]["path"], key_data)
+        fetcher.keep(bundle.safe_join(repo["path"], name, where), data, fresh)
+    fetcher.keep(repo["key"]["path"], key_data, key_fresh)
     entries = apt_index.parse_packages(packages_text, source=f"{repo['url']}Packages")
     by_file = {e["filename"]: e for versions in entries.values() for e in versions}
     for package in repo["packages"]:
@@ -309,8 +311,7 @@ def fetch_file(fetcher, item):
             raise bundle.BundleError(
                 f"{item['checksum_url']} gives another SHA256 for {name} than the manifest: make the manifest again."
             )
-        if fresh:
-            fetcher.write(item["checksum_path"], data)
+        fetcher.keep(item["checksum_path"], data, fresh)
     fetcher.large(item["url"], item["path"], item["sha256"])
 
 
