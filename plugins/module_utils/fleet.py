@@ -78,6 +78,12 @@ def _slurm(data, node, path):
             f"node description has no whole number {key} (got {value!r})",
         )
     _need(spec["cpus"] > 0 and spec["real_memory"] > 0, node, path, "node description has no CPUs or memory")
+    _need(
+        isinstance(data.get("job_gpu_metrics", False), bool),
+        node,
+        path,
+        f"job_gpu_metrics {data.get('job_gpu_metrics')!r} is not true or false",
+    )
     _need(isinstance(spec.get("gres"), str), node, path, "node description has no gres string")
     devices = spec.get("gres_devices")
     _need(isinstance(devices, list), node, path, "node description has no gres_devices list")

@@ -171,6 +171,62 @@ def test_jobs_run_across_nodes_and_are_accounted_with_their_gpus(host):
     assert "gres/gpu:h100=2" in record["AllocTRES"]
 
 
+DASHBOARD = Path(__file__).resolve().parents[3] / "roles" / "dcgm" / "files" / "gpuops-dcgm-dashboard.json"
+
+
+def test_a_running_job_s_gpus_join_dcgm_s_utilisation_in_prometheus(host):
+    """GPU use per job (slurm_job_gpu_metrics): slurm.conf names the Prolog and Epilog (every compute
+    node has recorded them), a job holding two H100 GPUs gets one gpuops_slurm_job_gpu_info series per
+    GPU from its node's node exporter, and the dashboard's per-job panel query, as the role ships it,
+    joins them with DCGM's utilisation: the job's id, user and account with the mean of its two GPUs.
+    Once the job is cancelled the Epilog removes the series."""
+    head(host)
+    conf = host.check_output("scontrol show config")
+    assert re.search(r"^Prolog\s+= /usr/local/libexec/gpuops-slurm-prolog$", conf, re.M), conf
+    assert re.search(r"^PrologFlags\s+= Alloc", conf, re.M)
+
+    def promql(expr):
+        url = "http://127.0.0.1:9090/api/v1/query?query=" + urllib.parse.quote(expr)
+        return json.loads(host.check_output(f"curl -fsS '{url}'"))["data"]["result"]
+
+    job = host.check_output(
+        "sbatch --parsable --job-name=site-job-gpus --gres=gpu:h100:2 --output=/dev/null --wrap 'sleep 300'"
+    ).strip()
+    try:
+        panel = next(
+            p
+            for p in json.loads(DASHBOARD.read_text())["panels"]
+            if p["title"] == "GPU utilization per running Slurm job"
+        )
+        expr = panel["targets"][0]["expr"].replace('=~"$node"', '=~".+"')
+        deadline = time.monotonic() + 120
+        while True:
+            info = promql(f'gpuops_slurm_job_gpu_info{{jobid="{job}"}}')
+            joined = [r for r in promql(expr) if r["metric"].get("jobid") == job]
+            if (len(info) == 2 and joined) or time.monotonic() > deadline:
+                break
+            time.sleep(3)
+        assert sorted((r["metric"]["node"], r["metric"]["gpu"]) for r in info) in (
+            [("demo-h100", str(a)), ("demo-h100", str(b))] for a in range(8) for b in range(a + 1, 8)
+        ), info
+        assert {r["metric"]["user"] for r in info} == {"root"}
+        (row,) = joined
+        assert row["metric"]["user"] == "root" and row["metric"]["account"] == info[0]["metric"]["account"]
+        utilisation = float(row["value"][1])
+        direct = [
+            float(r["value"][1])
+            for r in promql("DCGM_FI_DEV_GPU_UTIL" + '{node="demo-h100"}')
+            if r["metric"]["gpu"] in {i["metric"]["gpu"] for i in info}
+        ]
+        assert len(direct) == 2 and abs(utilisation - sum(direct) / 2) < 1e-6
+    finally:
+        host.run(f"scancel {job}")
+    deadline = time.monotonic() + 120
+    while promql(f'gpuops_slurm_job_gpu_info{{jobid="{job}"}}') and time.monotonic() < deadline:
+        time.sleep(3)
+    assert promql(f'gpuops_slurm_job_gpu_info{{jobid="{job}"}}') == []
+
+
 def test_demo_summary_reads_the_cluster_back(host):
     """The side effect ran make demo's summary playbook; its text has every part a person reads."""
     head(host)
