@@ -182,7 +182,7 @@ def test_a_running_job_s_gpus_join_dcgm_s_utilisation_in_prometheus(host):
     Once the job is cancelled the Epilog removes the series."""
     head(host)
     conf = host.check_output("scontrol show config")
-    assert re.search(r"^Prolog\s+= /usr/local/libexec/gpuops-slurm-prolog$", conf, re.M), conf
+    assert re.search(r"^Prolog\s+= /usr/local/sbin/gpuops-slurm-prolog$", conf, re.M), conf
     assert re.search(r"^PrologFlags\s+= Alloc", conf, re.M)
 
     def promql(expr):
