@@ -25,7 +25,7 @@ def reader(module):
     MAX_TEXT), BundleError when the server does not answer 200, None for a 404 when ``optional``."""
 
     def read(url, optional=False):
-        response, info = fetch_url(module, url, timeout=module.params["timeout"])
+        response, info = fetch_url(module, url, timeout=module.params.get("timeout") or 60)
         if response is None or info.get("status") not in (200, None):
             if optional and info.get("status") == 404:
                 return None

@@ -210,12 +210,13 @@ resolved:
 """
 
 import datetime
-import gzip
 import lzma
+import zlib
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import fetch_url
+from ansible_collections.gpuops.cluster.plugins.module_utils.bundle import BundleError
 from ansible_collections.gpuops.cluster.plugins.module_utils.canonical import index_names, parse_index
+from ansible_collections.gpuops.cluster.plugins.module_utils.mirror import MAX_TEXT, reader
 from ansible_collections.gpuops.cluster.plugins.module_utils.stack import (
     check_stack,
     errors,
@@ -229,30 +230,26 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.stack_spec import S
 STACK_OPTIONS = (*STACK_VARIABLES, "kernel", "distribution", "distribution_major_version", "cpu_architecture")
 
 
-# A Packages file larger than this is not an Ubuntu archive component's (multiverse is about 20 MiB).
-MAX_INDEX = 256 * 1024 * 1024
-
-
 def read_urls(module, urls):
-    """The text of each ``Packages`` file at ``urls``, decompressed by its suffix, joined."""
+    """The text of each ``Packages`` file at ``urls`` (read as the bundle modules read a mirror),
+    decompressed by its suffix, joined."""
+    read = reader(module)
     texts = []
     for url in urls:
-        response, info = fetch_url(module, url, timeout=60)
-        if response is None or info.get("status") not in (200, None):
-            module.fail_json(
-                msg="package_indexes: {} answered {} {}; check bundle_ubuntu_mirror and that this host reaches "
-                "it.".format(url, info.get("status"), info.get("msg", ""))
-            )
-        data = response.read(MAX_INDEX + 1)
         try:
+            data = read(url)
+        except BundleError as err:
+            module.fail_json(msg=f"package_indexes: {err} (bundle_ubuntu_mirror)")
+        try:
+            # Bounded: a small file that inflates past what any archive's index is would be refused.
             if url.endswith(".xz"):
-                data = lzma.decompress(data)
+                data = lzma.LZMADecompressor().decompress(data, max_length=MAX_TEXT + 1)
             elif url.endswith(".gz"):
-                data = gzip.decompress(data)
-        except (lzma.LZMAError, OSError, EOFError) as err:
+                data = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data, MAX_TEXT + 1)
+        except (lzma.LZMAError, zlib.error, EOFError) as err:
             module.fail_json(msg=f"package_indexes: {url} does not decompress ({err}); is it a Packages file?")
-        if len(data) > MAX_INDEX:
-            module.fail_json(msg=f"package_indexes: {url} is larger than {MAX_INDEX} bytes; is it a Packages file?")
+        if len(data) > MAX_TEXT:
+            module.fail_json(msg=f"package_indexes: {url} is larger than {MAX_TEXT} bytes; is it a Packages file?")
         texts.append(data.decode("utf-8", "replace"))
     return "\n\n".join(texts)
 

@@ -318,4 +318,5 @@ def test_stack_check_names_an_archive_index_it_cannot_read(monkeypatch, tmp_path
     result = run_module(stack_check.main, dict(base, package_indexes=[f"file://{tmp_path}/Packages.xz"]))
     assert result.failed and "Packages.xz does not decompress" in result.result["msg"]
     result = run_module(stack_check.main, dict(base, package_indexes=[f"file://{tmp_path}/missing.xz"]))
-    assert result.failed and "check bundle_ubuntu_mirror" in result.result["msg"]
+    assert result.failed and "missing.xz answered" in result.result["msg"]
+    assert "(bundle_ubuntu_mirror)" in result.result["msg"]
