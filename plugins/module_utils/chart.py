@@ -56,9 +56,13 @@ GATES = {
 }
 
 
-def _yaml(text, source):
+def _need_yaml():
     if yaml is None:
         raise BundleError("PyYAML is not installed on this host: install python3-yaml, then run again.")
+
+
+def _yaml(text, source):
+    _need_yaml()
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -300,8 +304,7 @@ def index_yaml(charts):
                 "urls": [posixpath.relpath(item["path"], posixpath.dirname(item["index_path"]))],
             }
         )
-    if yaml is None:
-        raise BundleError("PyYAML is not installed on this host: install python3-yaml, then run again.")
+    _need_yaml()
     return yaml.safe_dump({"apiVersion": "v1", "entries": entries}, sort_keys=True)
 
 
