@@ -180,3 +180,93 @@ def parse_dcgmi_diag(text):
         "passed": error is None and all(test["result"] != "Fail" for test in tests),
         "error": error,
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# dcgmi health -c -j: DCGM's health watches, checked
+
+HEALTH_COMMAND = "dcgmi health -c -j"
+HEALTH_RESULTS = ("Healthy", "Warning", "Failure")
+_HEALTH_OFF = "health watches not enabled"
+_MAX_INCIDENTS = 1000
+
+
+def _health(value, where):
+    value = value.strip() if isinstance(value, str) else value
+    if value not in HEALTH_RESULTS:
+        raise ParseError(
+            f"unknown health {value!r} (DCGM prints {', '.join(HEALTH_RESULTS)})", HEALTH_COMMAND, None, where
+        )
+    return value
+
+
+def _value(node, where):
+    if not isinstance(node, dict) or not isinstance(node.get("value"), str):
+        raise ParseError("a health entry without its value", HEALTH_COMMAND, None, where)
+    return node["value"]
+
+
+def _incidents(body):
+    """Each system's incident of each entity, in DCGM's order: ``body[group].children[id].children
+    .Errors.children[system]`` with the system's health as ``value`` and its messages, wrapped at 54
+    characters, as ``overflow`` (dcgmi/Health.cpp, HandleOneEntity)."""
+    incidents = []
+    for group, entities in body.items():
+        if group == "Overall Health":
+            continue
+        if not isinstance(entities, dict) or not isinstance(entities.get("children", {}), dict):
+            raise ParseError(f"entity group {group!r} is not an object", HEALTH_COMMAND, None, str(group))
+        for entity, node in entities.get("children", {}).items():
+            where = f"{group} {entity}"
+            entity_health = _health(_value(node, where), where)
+            errors = ((node.get("children") or {}).get("Errors") or {}).get("children") or {}
+            if not isinstance(errors, dict):
+                raise ParseError("Errors is not an object", HEALTH_COMMAND, None, where)
+            for system, detail in errors.items():
+                text = detail.get("overflow") if isinstance(detail, dict) else None
+                if text is not None and not (isinstance(text, list) and all(isinstance(t, str) for t in text)):
+                    raise ParseError("an incident's message is not a list of text", HEALTH_COMMAND, None, where)
+                incidents.append(
+                    {
+                        "entity": where,
+                        "system": str(system),
+                        "health": _health(_value(detail, where), where),
+                        "message": " ".join(" ".join(text or []).split()),
+                    }
+                )
+                if len(incidents) > _MAX_INCIDENTS:
+                    raise ParseError(f"more than {_MAX_INCIDENTS} incidents", HEALTH_COMMAND, None, where)
+            if not errors and entity_health != "Healthy":
+                incidents.append({"entity": where, "system": "", "health": entity_health, "message": ""})
+    return incidents
+
+
+def parse_dcgmi_health(text):
+    """Parse ``dcgmi health -c -j`` (DCGM 3 and 4; the JSON of dcgmi's DcgmiOutputJson).
+
+    Returns ``{"watches": bool, "overall": str or None, "incidents": [{"entity", "system",
+    "health", "message"}]}``. ``watches`` is false, and ``overall`` None, where DCGM answers that no
+    health watch is enabled on the group (they are not kept across a restart of the host engine);
+    ``overall`` and each ``health`` are Healthy, Warning or Failure; ``entity`` is ``GPU 2``, and
+    ``message`` the incident's messages joined. Any other ``Error:`` line is a ParseError naming it.
+    """
+    lines = text_lines(text, HEALTH_COMMAND)
+    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("{")), None)
+    if start is None:
+        for number, line in enumerate(lines, 1):
+            if _HEALTH_OFF in line.lower():
+                return {"watches": False, "overall": None, "incidents": []}
+            if line.strip().startswith("Error"):
+                raise ParseError("DCGM refused the health check", HEALTH_COMMAND, number, line)
+        raise ParseError("no health report (dcgmi's JSON)", HEALTH_COMMAND)
+    try:
+        document = json.loads("\n".join(lines[start:]))
+    except ValueError as exc:
+        number = start + getattr(exc, "lineno", 1)
+        line = lines[number - 1] if number <= len(lines) else None
+        raise ParseError(f"malformed JSON ({getattr(exc, 'msg', exc)})", HEALTH_COMMAND, number, line) from None
+    body = document.get("body") if isinstance(document, dict) else None
+    if not isinstance(body, dict) or "Overall Health" not in body:
+        raise ParseError("no Overall Health in the report's body", HEALTH_COMMAND, start + 1, lines[start])
+    overall = _health(_value(body["Overall Health"], "Overall Health"), "Overall Health")
+    return {"watches": True, "overall": overall, "incidents": _incidents(body)}

@@ -7,7 +7,8 @@ a Kubernetes node as node-problem-detector's custom plugin, a person as a comman
 node (``nvidia-smi -q -x``, sysfs, the kernel log, ``ibstat``), each command under a timeout, and
 gives validation's records (:mod:`validation`): GPU count on PCI against nvidia-smi, persistence
 mode, ECC, each GPU's NVLink fabric registration, fatal Xids new since the last check (kept until a
-reboot or ``--clear-xids``), the compute HCAs present with their ports Active at rate.
+reboot or ``--clear-xids``), DCGM's health watches (``dcgmi health -c``) where DCGM runs, the compute
+HCAs present with their ports Active at rate.
 
 What it does with them (:func:`decide`): on a Slurm node it drains the node with the failed checks
 as the reason (prefix :data:`PREFIX`), and resumes a node once its checks pass again only when that
@@ -27,6 +28,7 @@ import json
 import os
 
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
+from ansible_collections.gpuops.cluster.plugins.module_utils.dcgm import parse_dcgmi_health
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
 from ansible_collections.gpuops.cluster.plugins.module_utils.ibstat import active_ports, parse_ibstat
 from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import parse_query_xml
@@ -133,6 +135,9 @@ def node_checks(config, read, state, boot_id, clear_xids=False):
             item["expected"] = "no fatal Xid since the last check (one stays until a reboot or --clear-xids)"
         records += found
 
+    if config.get("dcgm_watches"):
+        records += check_dcgm_health(read, config["dcgm_watches"])
+
     if config.get("fabric", "auto") != "none":
         cas = None
         text, reason = read("ib_ports", ["ibstat"])
@@ -149,6 +154,52 @@ def node_checks(config, read, state, boot_id, clear_xids=False):
         if ports or config.get("hcas") or config.get("hca_pci"):
             records += v.check_ib_ports(fabric, ports, v.nic_expectation(ports, overrides))
     return records, state
+
+
+def check_dcgm_health(read, watches):
+    """DCGM's health watches (``dcgmi health -c -j``, the default group of every GPU): a Failure
+    incident fails its GPU, a Warning warns. DCGM keeps no watch across a restart of nv-hostengine:
+    where none is on, the check sets ``watches`` (``dcgmi health -s``, the systems this node has) and
+    is a skip until the next run reads them. DCGM not installed is a skip; a host engine that does
+    not answer, or an answer that cannot be read, a warning (the node's GPUs are not judged by it)."""
+    expected = "Healthy (dcgmi health -c)"
+    text, reason = read("dcgm_health", ["dcgmi", "health", "-c", "-j"])
+    if text is None:
+        if reason.startswith("dcgmi is not installed"):
+            return [v.record("dcgm_health", "node", expected, None, "skip", "DCGM is not installed on this node")]
+        return [v.record("dcgm_health", "node", expected, None, "warn", f"{reason} (is nv-hostengine running?)")]
+    try:
+        health = parse_dcgmi_health(text)
+    except ParseError as exc:
+        return [v.record("dcgm_health", "node", expected, None, "warn", f"{exc} (is nv-hostengine running?)")]
+    if not health["watches"]:
+        return [_dcgm_watches_set(read, watches, expected)]
+    if not health["incidents"]:
+        verdict = "pass" if health["overall"] == "Healthy" else "warn"
+        return [v.record("dcgm_health", "all GPUs", expected, health["overall"], verdict, "DCGM's health watches")]
+    return [
+        v.record(
+            "dcgm_health",
+            incident["entity"].replace("GPU ", "GPU", 1),
+            expected,
+            ": ".join(part for part in (incident["system"], incident["health"], incident["message"]) if part),
+            "fail" if incident["health"] == "Failure" else "warn",
+            "DCGM's health watches",
+        )
+        for incident in health["incidents"]
+    ]
+
+
+def _dcgm_watches_set(read, watches, expected):
+    done, reason = read("dcgm_health", ["dcgmi", "health", "-s", watches])
+    if done is None:
+        why = f"no health watch is on, and setting them (dcgmi health -s {watches}) failed: {reason}"
+        return v.record("dcgm_health", "node", expected, None, "warn", why)
+    why = (
+        f"no health watch was on (nv-hostengine keeps none across a restart): set now (dcgmi health -s "
+        f"{watches}); the next check reads them"
+    )
+    return v.record("dcgm_health", "node", expected, "watches off", "skip", why)
 
 
 def reason_for(records, limit=200):

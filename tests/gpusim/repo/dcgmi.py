@@ -4,6 +4,9 @@
 # driver reports; like the real one it fails when the host engine does not answer. `dcgmi diag -r N
 # [-j]` prints DCGM 4's JSON (the shape of DCGM's dcgm_diag_schema.json) or its table, with the
 # tests of level N; a test named in /etc/gpusim/faults.json ("dcgm_fail": {test, gpu, warning}) fails.
+# `dcgmi health -s FLAGS | -f | -c [-j]` keeps the watched systems in a file under /run (gone at a
+# reboot, as nv-hostengine's are at its restart) and checks them in DCGM's JSON (dcgmi/Health.cpp's
+# shape); "dcgm_health" in faults.json ({gpu, system, health, message}) is an incident.
 import json
 import os
 import socket
@@ -72,8 +75,59 @@ def diag(argv, gpus):
     return 0
 
 
+WATCHES = os.environ.get("GPUSIM_DCGM_WATCHES", "/run/gpusim/dcgm-health-watches")
+
+
+def health(argv):
+    if "-s" in argv:
+        flags = argv[argv.index("-s") + 1]
+        if not flags or any(f not in "admnptix" for f in flags) or ("a" in flags and len(flags) > 1):
+            print("Invalid flags detected")
+            return 255
+        os.makedirs(os.path.dirname(WATCHES), exist_ok=True)
+        with open(WATCHES, "w") as handle:
+            handle.write(flags)
+        print("Health monitor systems set successfully.")
+        return 0
+    try:
+        with open(WATCHES) as handle:
+            watched = handle.read().strip()
+    except OSError:
+        watched = ""
+    if "-f" in argv:
+        print("Health monitor systems report")
+        print(f"watched: {watched or 'none'}")
+        return 0
+    if not watched:
+        print("Error: Health watches not enabled. Please enable watches. ")
+        return 255
+    try:
+        with open(os.environ.get("GPUSIM_FAULTS", "/etc/gpusim/faults.json")) as handle:
+            fault = json.load(handle).get("dcgm_health") or {}
+    except (OSError, ValueError):
+        fault = {}
+    body = {"Overall Health": {"value": "Healthy"}}
+    if fault:
+        level = fault.get("health", "Failure")
+        words, lines = str(fault.get("message", "simulated incident")).split(), [""]
+        for word in words:  # DCGM wraps each message at 54 characters
+            lines[-1:] = [f"{lines[-1]} {word}".strip()] if len(lines[-1]) + len(word) < 54 else [lines[-1], word]
+        system = {"value": level, "overflow": lines}
+        entity = {"value": level, "children": {"Errors": {"children": {fault.get("system", "PCIe system"): system}}}}
+        body["GPU"] = {"children": {str(int(fault.get("gpu", 0))): entity}}
+        body["Overall Health"]["value"] = level
+    document = {"body": body, "header": ["Health Monitor Report"]}
+    if "-j" in argv:
+        print(json.dumps(document, indent=3, sort_keys=True))
+    else:
+        print("Health Monitor Report")
+        print(f"Overall Health: {body['Overall Health']['value']}")
+    return 0
+
+
 def connect(argv):
-    target = argv[argv.index("--host") + 1] if "--host" in argv else "127.0.0.1"
+    default = os.environ.get("GPUSIM_HOSTENGINE", "127.0.0.1")  # the unit tests' engine on a free port
+    target = argv[argv.index("--host") + 1] if "--host" in argv else default
     host, _sep, port = target.partition(":")
     try:
         socket.create_connection((host, int(port or 5555)), timeout=5).close()
@@ -85,11 +139,13 @@ def connect(argv):
 
 
 def main(argv):
-    if argv[:2] != ["discovery", "-l"] and argv[:1] != ["diag"]:
+    if argv[:2] != ["discovery", "-l"] and argv[:1] not in (["diag"], ["health"]):
         sys.stderr.write(f"dcgmi (gpusim stand-in): {' '.join(argv)} is not simulated\n")
         return 2
     if not connect(argv):
         return 255
+    if argv[:1] == ["health"]:
+        return health(argv)
     out = subprocess.run(
         [SMI, "--query-gpu=index,name,pci.bus_id,uuid", "--format=csv,noheader"],
         capture_output=True,

@@ -10,6 +10,7 @@ import ast
 import json
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,7 @@ class FakeNode(cli.Node):
         (self.bin / "nvidia-smi").write_text(smi.replace("@DRIVER_VERSION@", DRIVER).replace("@CUDA_VERSION@", "12.8"))
         for tool in ("ibstat", "dmesg"):
             (self.bin / tool).write_text(stand_in(GPUSIM / "bin" / tool))
+        self.hostengine = None
         for tool in self.bin.iterdir():
             tool.chmod(0o755)
         self.faults = tmp_path / "faults.json"
@@ -86,13 +88,29 @@ class FakeNode(cli.Node):
             "PATH": f"{self.bin}:/usr/bin:/bin",
             "GPUSIM_FAULTS": str(self.faults),
             "GPUSIM_PROFILE_DIR": str(GPUSIM / "profiles" / self.profile),
+            "GPUSIM_DCGM_WATCHES": str(self.faults.parent / "dcgm-watches"),
+            "GPUSIM_HOSTENGINE": f"127.0.0.1:{self.hostengine or 1}",
+            "GPUSIM_NVIDIA_SMI": str(self.bin / "nvidia-smi"),
             "LC_ALL": "C",
         }
         path = self.bin / argv[0]
         if not path.exists():
             return None, f"{argv[0]} is not installed"
         done = subprocess.run([str(path), *argv[1:]], capture_output=True, text=True, env=env, check=False)
+        if done.returncode != 0 and not done.stdout.strip():
+            return None, f"`{' '.join(argv)}` exited {done.returncode}"
         return done.stdout, None
+
+    def with_dcgm(self, listening):
+        """DCGM installed (the stand-in dcgmi), its host engine a socket on a free port (closed: not running),
+        and the check configured as the role writes it for this profile."""
+        (self.bin / "dcgmi").write_text(stand_in(GPUSIM / "repo" / "dcgmi.py"))
+        (self.bin / "dcgmi").chmod(0o755)
+        self.hostengine = listening.getsockname()[1]
+        config = json.loads(self.config.read_text())
+        config["dcgm_watches"] = "pmitdn" if profile_facts(self.profile)["nvswitch_count"] else "pmitd"
+        self.config.write_text(json.dumps(config))
+        return self
 
     def check(self, mode="slurm", *extra):
         return cli.main(["--mode", mode, "--config", str(self.config), "--state", str(self.state), *extra], node=self)
@@ -396,3 +414,66 @@ def test_sysfs_counts_nvidia_display_and_3d_controllers_only(tmp_path):
         (tmp_path / name / "class").write_text(klass + "\n")
     assert h.sysfs_gpus(str(tmp_path)) == 2
     assert h.sysfs_gpus(str(tmp_path / "missing")) == 0
+
+
+@pytest.fixture
+def hostengine():
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(16)
+        yield listening
+
+
+def dcgm_records(node):
+    config = h.load_config(node.config.read_text())
+    found, _state = h.node_checks(config, node.read, {}, "boot-1")
+    return [r for r in found if r["check"] == "dcgm_health"]
+
+
+def test_dcgm_health_sets_the_watches_it_finds_off_then_reads_them(tmp_path, hostengine):
+    """nv-hostengine keeps no health watch across a restart: the first check sets those of the node's
+    systems (NVLink on an NVSwitch node) and is a visible skip; the next one passes on DCGM's answer."""
+    node = FakeNode(tmp_path, "dgx-h100").with_dcgm(hostengine)
+    (first,) = dcgm_records(node)
+    assert (first["verdict"], first["measured"]) == ("skip", "watches off")
+    assert "dcgmi health -s pmitdn" in first["reason"]
+    assert (tmp_path / "dcgm-watches").read_text() == "pmitdn"
+    (second,) = dcgm_records(node)
+    assert (second["subject"], second["verdict"], second["measured"]) == ("all GPUs", "pass", "Healthy")
+
+
+def test_a_dcgm_failure_drains_its_gpu_and_a_warning_does_not(tmp_path, hostengine, capsys):
+    node = FakeNode(tmp_path, "pcie-l40s").with_dcgm(hostengine)
+    (tmp_path / "dcgm-watches").write_text("pmitd")
+    message = "Detected 2 volatile double-bit ECC error(s) in GPU 3."
+    node.set_faults({"dcgm_health": {"gpu": 3, "system": "Memory system", "health": "Failure", "message": message}})
+    (record,) = dcgm_records(node)
+    assert (record["subject"], record["verdict"]) == ("GPU3", "fail")
+    assert record["measured"] == f"Memory system: Failure: {message}"
+    assert node.check() == 0
+    assert node.reason == "gpuops-health: dcgm_health GPU3"
+    replays = "Detected more than 8 PCIe replays per minute for GPU 1 : 23"
+    node.set_faults({"dcgm_health": {"gpu": 1, "system": "PCIe system", "health": "Warning", "message": replays}})
+    (record,) = dcgm_records(node)
+    assert (record["subject"], record["verdict"], record["measured"]) == (
+        "GPU1",
+        "warn",
+        f"PCIe system: Warning: {replays}",
+    )
+    node.check()
+    assert not node.drained  # a warning is not a reason to drain; the node this check drained is resumed
+    capsys.readouterr()
+
+
+def test_dcgm_health_not_installed_is_a_skip_and_an_engine_that_does_not_answer_a_warning(tmp_path):
+    node = FakeNode(tmp_path, "pcie-l40s")
+    config = json.loads(node.config.read_text())
+    node.config.write_text(json.dumps({**config, "dcgm_watches": "pmitd"}))
+    (record,) = dcgm_records(node)
+    assert (record["verdict"], record["reason"]) == ("skip", "DCGM is not installed on this node")
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, not listening: nothing answers there
+        node.with_dcgm(closed)
+        (record,) = dcgm_records(node)
+    assert record["verdict"] == "warn"
+    assert "unable to establish a connection" in record["reason"] and "nv-hostengine running?" in record["reason"]

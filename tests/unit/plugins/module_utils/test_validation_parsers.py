@@ -622,3 +622,55 @@ def test_ibv_devinfo_verbose_flag_lines_are_read_not_refused():
     # An unindented line that is no field is still refused.
     with pytest.raises(ParseError, match="not a 'key: value' line"):
         ibstat.parse_ibv_devinfo("hca_id:\tmlx5_1\nBAD_PKEY_CNTR\n")
+
+
+# dcgmi health -c -j (fixtures built from DCGM's source: fixtures/SOURCES.md)
+
+
+def test_dcgmi_health_reads_each_incident_with_its_wrapped_message_joined():
+    assert dcgm.parse_dcgmi_health(fixture("dcgmi_health", "healthy_dcgm4.json")) == {
+        "watches": True,
+        "overall": "Healthy",
+        "incidents": [],
+    }
+    result = dcgm.parse_dcgmi_health(fixture("dcgmi_health", "failures_gpu0_gpu5_dcgm4.json"))
+    assert result["overall"] == "Failure"
+    assert [(i["entity"], i["system"], i["health"]) for i in result["incidents"]] == [
+        ("GPU 0", "Memory system", "Failure"),
+        ("GPU 5", "NVLINK system", "Failure"),
+        ("GPU 5", "Thermal system", "Warning"),
+    ]
+    assert result["incidents"][1]["message"] == (
+        "GPU 5's NvLink link 3 is currently down, GPU 5's NvLink link 7 is currently down"
+    )
+    warning = dcgm.parse_dcgmi_health(fixture("dcgmi_health", "pcie_warning_gpu2_dcgm4.json"))
+    assert warning["incidents"] == [
+        {
+            "entity": "GPU 2",
+            "system": "PCIe system",
+            "health": "Warning",
+            "message": "Detected more than 8 PCIe replays per minute for GPU 2 : 23",
+        }
+    ]
+
+
+def test_dcgmi_health_without_watches_says_so():
+    result = dcgm.parse_dcgmi_health(fixture("dcgmi_health", "watches_off.txt"))
+    assert result == {"watches": False, "overall": None, "incidents": []}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("Error: Unable to check health watches. Return: The Group is not found\n", "DCGM refused the health check"),
+        ("Health Monitor Report\n", "no health report"),
+        ('{"body": {"Overall Health": {"value": "Fine"}}}', "unknown health 'Fine'"),
+        ('{"body": {}}', "no Overall Health"),
+        ('{"body": {"Overall Health": {"value": "Healthy"}, "GPU": {"children": {"1": {}}}}}', "without its value"),
+        ('{"body": {"Overall Health": ', "malformed JSON"),
+    ],
+)
+def test_dcgmi_health_refusals_name_the_command(text, message):
+    with pytest.raises(ParseError, match=message) as error:
+        dcgm.parse_dcgmi_health(text)
+    assert str(error.value).startswith("dcgmi health -c -j: ")
