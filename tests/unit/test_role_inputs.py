@@ -322,3 +322,18 @@ def test_k8s_node_refuses_labels_taints_and_settings_a_kubelet_refuses_and_a_joi
         'as "0-1".',
     ]
     assert check("k8s_node", k8s_node_today="2026-11-25", k8s_node_join=False) == ([], [])
+
+
+def test_k8s_node_health_check_interval_and_command_are_checked():
+    """node-problem-detector waits 50 s for gpuops-health, which stops itself at 45 s: an interval under
+    60 s is refused naming the variable, and so is a command node-problem-detector cannot run (its rule's
+    path must be absolute)."""
+    base = {"k8s_node_today": "2026-11-25", "k8s_node_join": False}
+    errors, _warnings = check("k8s_node", k8s_node_health_check_interval=30, **base)
+    assert len(errors) == 1 and errors[0].startswith("k8s_node_health_check_interval is 30 s, shorter than")
+    assert check("k8s_node", k8s_node_health_check_interval=30, k8s_node_health_check=False, **base) == ([], [])
+    errors, _warnings = check("k8s_node", k8s_node_npd_command=["gpuops-health", "--mode", "npd"], **base)
+    assert len(errors) == 1 and errors[0].startswith('k8s_node_npd_command is ["gpuops-health", "--mode", "npd"]')
+    errors, _warnings = check("k8s_node", k8s_node_npd_command=[], **base)
+    assert len(errors) == 1 and errors[0].startswith("k8s_node_npd_command is []")
+    assert check("k8s_node", **base) == ([], [])
