@@ -24,7 +24,7 @@ def collectors():
 
 def test_the_dashboard_plots_only_exported_fields():
     dashboard = json.loads((ROLE / "files" / "gpuops-dcgm-dashboard.json").read_text())
-    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     exprs += [v["query"]["query"] for v in dashboard["templating"]["list"] if isinstance(v.get("query"), dict)]
     used = {m for e in exprs for m in re.findall(r"DCGM_FI_[A-Z0-9_]+", e)}
     assert used
@@ -32,7 +32,36 @@ def test_the_dashboard_plots_only_exported_fields():
     # Panels must not overlap: each has its own place in the grid.
     places = [(p["gridPos"]["x"], p["gridPos"]["y"]) for p in dashboard["panels"]]
     assert len(places) == len(set(places))
-    assert all('job="gpuops-dcgm"' in e for e in exprs)
+    # Each exporter's series by its scrape job's name (what the role's Prometheus calls them).
+    for expr in exprs:
+        for metric in re.findall(r"\b(DCGM_FI_[A-Z0-9_]+|node_[a-z_]+|gpuops_[a-z_]+)\{([^}]*)\}", expr):
+            job = "gpuops-dcgm" if metric[0].startswith("DCGM") else "gpuops-node"
+            if metric[0] != "gpuops_slurm_job_gpu_info":
+                assert f'job="{job}"' in metric[1], (metric, expr)
+
+
+def test_the_dashboard_groups_panels_by_role_with_one_gpu_row_per_model():
+    """Rows in order: the head (Prometheus, its targets, gpuops-health), the GPU nodes repeated per GPU
+    model (every DCGM query filtered by it), the compute fabric, the Slurm jobs."""
+    dashboard = json.loads((ROLE / "files" / "gpuops-dcgm-dashboard.json").read_text())
+    rows, current = {}, None
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            current = panel
+            rows[panel["title"]] = []
+        else:
+            rows[current["title"]].append(panel)
+    assert [title.split(":")[0] for title in rows] == ["Head", "GPU nodes", "Compute fabric", "Slurm jobs"]
+    (gpu_row,) = [p for p in dashboard["panels"] if p["type"] == "row" and p.get("repeat")]
+    assert (gpu_row["repeat"], gpu_row["title"]) == ("model", "GPU nodes: $model")
+    for panel in rows["GPU nodes: $model"]:
+        assert all('modelName=~"$model"' in t["expr"] for t in panel["targets"]), panel["title"]
+    fabric = [t["expr"] for p in rows["Compute fabric: InfiniBand and RoCE ports"] for t in p["targets"]]
+    assert all("node_infiniband_" in e and "gpuops_ib_compute_port_rate_bytes_per_second" in e for e in fabric)
+    assert any("transmit_wait" in e for e in fabric)
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert "modelName)" in variables["model"]["query"]["query"]
+    assert 'modelName=~"$model"' in variables["node"]["query"]["query"]
 
 
 def test_default_collectors_are_dcgm_fields_with_prometheus_types():
