@@ -13,7 +13,7 @@ import tomllib
 import pytest
 import testinfra
 import yaml
-from hosts import name
+from hosts import injected_faults, name
 
 NODES = ("k8s-h100", "k8s-a100")
 RELEASE = "1.36.4-1.1"
@@ -250,3 +250,47 @@ def test_the_h100_node_runs_the_new_driver(host):
         host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader").splitlines()
         == ["580.95.05"] * 8
     )
+
+
+def _seconds(duration):
+    """A Go duration of node-problem-detector's configuration in seconds (the forms it is written in here)."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    assert duration[-1] in units and duration[:-1].isdigit(), duration
+    return int(duration[:-1]) * units[duration[-1]]
+
+
+def test_node_problem_detector_s_plugin_runs_the_health_check_and_reports_a_lost_gpu(host):
+    """The custom plugin monitor the role writes passes node-problem-detector's own Validate rules
+    (pkg/custompluginmonitor/types/config.go: plugin "custom", no rule timeout above the global one,
+    the rule's path on the node, a default for each permanent rule's condition), and its command, run
+    as node-problem-detector runs it, answers OK on the healthy node and NonOK (exit 1) with the failed
+    check within node-problem-detector's 80 characters once a GPU is lost; OK again when it is back.
+    On the A100 node, two HCAs without link are a problem from the start.
+    node-problem-detector itself does not run here (no image registry)."""
+    only(host, *NODES)
+    config = json.loads(
+        host.file("/etc/node-problem-detector.d/custom-plugin-monitor/gpuops-health.json").content_string
+    )
+    assert config["plugin"] == "custom" and config["source"] == "gpuops-health"
+    (rule,) = config["rules"]
+    assert _seconds(rule["timeout"]) <= _seconds(config["pluginConfig"]["timeout"])
+    assert _seconds(config["pluginConfig"]["invoke_interval"]) == 300
+    assert host.file(rule["path"]).is_file and host.file(rule["path"]).mode & 0o111
+    assert rule["type"] == "permanent" and rule["condition"] in {c["type"] for c in config["conditions"]}
+    command = " ".join([rule["path"], *rule["args"]])
+    limit = config["pluginConfig"]["max_output_length"]
+    if name(host) == "k8s-a100":
+        # The HGX A100 profile has two of its eight InfiniBand HCAs without link (mlx5_2 Initializing,
+        # mlx5_6 Down): a problem from the start, named in the condition's message.
+        found = host.run(command)
+        assert found.rc == 1 and found.stdout.strip() == "gpuops-health: ib_ports mlx5_2:1, ib_ports mlx5_6:1"
+        assert len(found.stdout.strip()) <= limit
+        return
+    healthy = host.run(command)
+    assert (healthy.rc, healthy.stdout.strip()) == (0, "gpuops-health: ok"), healthy.stderr
+    with injected_faults(host, {"lost_gpus": {"count": 1}}):
+        lost = host.run(command)
+    assert lost.rc == 1, lost.stdout + lost.stderr
+    message = lost.stdout.strip()
+    assert message.startswith("gpuops-health: gpu_count node") and len(message) <= limit
+    assert host.run(command).rc == 0

@@ -4,6 +4,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import shlex
+
 
 def name(host):
     """The platform's name, as molecule.yml gives it (the container's hostname)."""
@@ -16,3 +20,21 @@ def management_address(host):
         'python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); '
         "s.connect(('192.0.2.1', 9)); print(s.getsockname()[0])\""
     )
+
+
+FAULTS = "/etc/gpusim/faults.json"
+
+
+@contextlib.contextmanager
+def injected_faults(host, faults):
+    """gpusim faults added to the node's /etc/gpusim/faults.json for the block, and the file as it was
+    afterwards (removed if there was none)."""
+    existed = host.file(FAULTS).exists
+    before = host.file(FAULTS).content_string if existed else ""
+    host.run_test("mkdir -p /etc/gpusim" + (f" && cp -p {FAULTS} {FAULTS}.before" if existed else ""))
+    try:
+        merged = {**json.loads(before.strip() or "{}"), **faults}
+        host.run_test(f"printf '%s\\n' {shlex.quote(json.dumps(merged))} > {FAULTS}")
+        yield
+    finally:
+        host.run_test(f"mv {FAULTS}.before {FAULTS}" if existed else f"rm -f {FAULTS}")

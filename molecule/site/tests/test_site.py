@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpuops.cluster.plugins.module_utils import hostlist, slurm
-from hosts import management_address, name
+from hosts import injected_faults, management_address, name
 from slurm_checks import accounted_gpu_job, assert_idle_with_gres
 
 HEAD = "demo-head"
@@ -31,6 +31,12 @@ def gpu_node(host):
 def head(host):
     if name(host) != HEAD:
         pytest.skip("the head node")
+
+
+def query(host, expr):
+    """An instant PromQL query to the head's Prometheus: its result list."""
+    url = "http://127.0.0.1:9090/api/v1/query?query=" + urllib.parse.quote(expr)
+    return json.loads(host.check_output(f"curl -fsS '{url}'"))["data"]["result"]
 
 
 def test_driver_at_the_pinned_version_with_fabric_manager_only_where_nvswitches_are(host):
@@ -125,30 +131,52 @@ def test_the_heads_alert_rules_judge_each_gpu_node_by_what_its_driver_prints(hos
     cannot judge. Nothing fires."""
     head(host)
 
-    def promql(expr):
-        url = "http://127.0.0.1:9090/api/v1/query?query=" + urllib.parse.quote(expr)
-        return json.loads(host.check_output(f"curl -fsS '{url}'"))["data"]["result"]
-
     deadline = time.monotonic() + 120
     while True:
-        known = promql("count by (node) (gpuops_gpu_info)")
-        pending = promql('ALERTS{alertname="GpuopsGpuThresholdUnknown"}')
+        known = query(host, "count by (node) (gpuops_gpu_info)")
+        pending = query(host, 'ALERTS{alertname="GpuopsGpuThresholdUnknown"}')
         if len(pending) == GPUS["demo-l40s"] or time.monotonic() > deadline:
             break
         time.sleep(3)
     assert {k["metric"]["node"]: int(k["value"][1]) for k in known} == GPUS
     assert {(p["metric"]["node"], p["metric"]["alertstate"]) for p in pending} == {("demo-l40s", "pending")}
     assert len(pending) == GPUS["demo-l40s"]
-    margins = promql("gpuops_gpu_slowdown_tlimit_margin_celsius")
+    margins = query(host, "gpuops_gpu_slowdown_tlimit_margin_celsius")
     assert len(margins) == GPUS["demo-h100"] and {m["value"][1] for m in margins} == {"-2"}
-    assert promql('ALERTS{alertstate="firing"}') == []
-    assert promql('ALERTS{alertname="GpuopsGpuMissing"}') == []
+    assert query(host, 'ALERTS{alertstate="firing"}') == []
+    assert query(host, 'ALERTS{alertname="GpuopsGpuMissing"}') == []
     # gpuops-health (slurmd's HealthCheckProgram, run at slurmd's start) left its result in each GPU
     # node's textfile folder: the node exporter serves it, and neither node is drained by it.
-    checked = promql("gpuops_health_last_check_timestamp_seconds")
+    checked = query(host, "gpuops_health_last_check_timestamp_seconds")
     assert {c["metric"]["node"] for c in checked} == set(GPUS)
-    drained = promql("gpuops_health_drained")
+    drained = query(host, "gpuops_health_drained")
     assert {(d["metric"]["node"], d["value"][1]) for d in drained} == {(node, "0") for node in GPUS}
+
+
+def test_the_health_check_reads_dcgm_s_health_watches_and_fails_the_gpu_dcgm_fails(host):
+    """gpuops-health where DCGM runs: its dcgm_health check turns DCGM's health watches on where none is
+    (those of this node's systems: NVLink only on the NVSwitch node), passes on a healthy answer, and
+    fails the GPU of a Failure incident the stand-in host engine reports, with DCGM's message; cleared,
+    it passes again. Report mode: it prints and changes nothing in Slurm."""
+    gpu_node(host)
+
+    def check():
+        out = host.run("/usr/local/sbin/gpuops-health --json")
+        assert out.rc in (0, 1), out.stderr
+        return [r for r in json.loads(out.stdout)["checks"] if r["check"] == "dcgm_health"]
+
+    check()  # sets the watches if nv-hostengine has none (a restart clears them)
+    assert host.file("/run/gpusim/dcgm-health-watches").content_string == (
+        "pmitdn" if name(host) == "demo-h100" else "pmitd"
+    )
+    assert [(r["subject"], r["verdict"], r["measured"]) for r in check()] == [("all GPUs", "pass", "Healthy")]
+    message = "Detected 1 volatile double-bit ECC error(s) in GPU 1."
+    fault = {"dcgm_health": {"gpu": 1, "system": "Memory system", "health": "Failure", "message": message}}
+    with injected_faults(host, fault):
+        assert [(r["subject"], r["verdict"], r["measured"]) for r in check()] == [
+            ("GPU1", "fail", f"Memory system: Failure: {message}")
+        ]
+    assert [r["verdict"] for r in check()] == ["pass"]
 
 
 def test_sharp_am_on_its_host(host):
@@ -174,6 +202,22 @@ def test_jobs_run_across_nodes_and_are_accounted_with_their_gpus(host):
 DASHBOARD = Path(__file__).resolve().parents[3] / "roles" / "dcgm" / "files" / "gpuops-dcgm-dashboard.json"
 
 
+def test_the_dashboard_s_health_panels_answer_for_each_gpu_node(host):
+    """The head row's gpuops-health panels, as the role ships them, answer for both GPU nodes, where
+    slurmd runs gpuops-health: no check failing on either, and a last check minutes old at most."""
+    head(host)
+    panels = {
+        p["title"]: p["targets"][0]["expr"].replace('=~"$node"', '=~".+"')
+        for p in json.loads(DASHBOARD.read_text())["panels"]
+        if any("gpuops_health_" in t["expr"] for t in p.get("targets", []))
+    }
+    failed = query(host, panels["Failed health checks per node"])
+    assert {(r["metric"]["node"], r["value"][1]) for r in failed} == {(node, "0") for node in GPUS}
+    ages = query(host, panels["Age of the last health check"])
+    assert {r["metric"]["node"] for r in ages} == set(GPUS)
+    assert all(0 <= float(r["value"][1]) < 3600 for r in ages)
+
+
 def test_a_running_job_s_gpus_join_dcgm_s_utilisation_in_prometheus(host):
     """GPU use per job (slurm_job_gpu_metrics): slurm.conf names the Prolog and Epilog (every compute
     node has recorded them), a job holding two H100 GPUs gets one gpuops_slurm_job_gpu_info series per
@@ -184,10 +228,6 @@ def test_a_running_job_s_gpus_join_dcgm_s_utilisation_in_prometheus(host):
     conf = host.check_output("scontrol show config")
     assert re.search(r"^Prolog\s+= /usr/local/sbin/gpuops-slurm-prolog$", conf, re.M), conf
     assert re.search(r"^PrologFlags\s+= Alloc", conf, re.M)
-
-    def promql(expr):
-        url = "http://127.0.0.1:9090/api/v1/query?query=" + urllib.parse.quote(expr)
-        return json.loads(host.check_output(f"curl -fsS '{url}'"))["data"]["result"]
 
     job = host.check_output(
         "sbatch --parsable --job-name=site-job-gpus --gres=gpu:h100:2 --output=/dev/null --wrap 'sleep 300'"
@@ -201,8 +241,8 @@ def test_a_running_job_s_gpus_join_dcgm_s_utilisation_in_prometheus(host):
         expr = panel["targets"][0]["expr"].replace('=~"$node"', '=~".+"')
         deadline = time.monotonic() + 120
         while True:
-            info = promql(f'gpuops_slurm_job_gpu_info{{jobid="{job}"}}')
-            joined = [r for r in promql(expr) if r["metric"].get("jobid") == job]
+            info = query(host, f'gpuops_slurm_job_gpu_info{{jobid="{job}"}}')
+            joined = [r for r in query(host, expr) if r["metric"].get("jobid") == job]
             if (len(info) == 2 and joined) or time.monotonic() > deadline:
                 break
             time.sleep(3)
@@ -215,16 +255,16 @@ def test_a_running_job_s_gpus_join_dcgm_s_utilisation_in_prometheus(host):
         utilisation = float(row["value"][1])
         direct = [
             float(r["value"][1])
-            for r in promql("DCGM_FI_DEV_GPU_UTIL" + '{node="demo-h100"}')
+            for r in query(host, "DCGM_FI_DEV_GPU_UTIL" + '{node="demo-h100"}')
             if r["metric"]["gpu"] in {i["metric"]["gpu"] for i in info}
         ]
         assert len(direct) == 2 and abs(utilisation - sum(direct) / 2) < 1e-6
     finally:
         host.run(f"scancel {job}")
     deadline = time.monotonic() + 120
-    while promql(f'gpuops_slurm_job_gpu_info{{jobid="{job}"}}') and time.monotonic() < deadline:
+    while query(host, f'gpuops_slurm_job_gpu_info{{jobid="{job}"}}') and time.monotonic() < deadline:
         time.sleep(3)
-    assert promql(f'gpuops_slurm_job_gpu_info{{jobid="{job}"}}') == []
+    assert query(host, f'gpuops_slurm_job_gpu_info{{jobid="{job}"}}') == []
 
 
 def test_demo_summary_reads_the_cluster_back(host):
