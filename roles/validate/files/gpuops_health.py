@@ -162,7 +162,9 @@ def main(argv=None, node=None):
     elif args.mode != "npd":
         _say("\n".join(h.summary_lines(records)))
         _say(f"gpuops-health: {verdict} in {took:.1f} s")
-    if args.mode != "slurm":
+    if args.mode == "npd":
+        # Report mode prints only: a person's look must not replace what the node's own check (slurmd's or
+        # node-problem-detector's) left for Prometheus, such as the drain GpuopsNodeDrainedByHealthCheck reads.
         _write_textfile(config, records)
     if args.mode == "npd":
         if verdict == "fail":

@@ -231,10 +231,15 @@ def test_the_textfile_tells_prometheus_what_failed_and_whether_it_drained(tmp_pa
     node.drained, node.reason = True, "cable check"
     node.set_faults({"lost_gpus": {"count": 1}})
     assert node.check() == 0 and 'gpuops_health_drained{reason=""} 0' in (folder / h.TEXTFILE).read_text()
-    # The report mode says what failed, nothing about Slurm.
+    # The report mode prints what failed and leaves the textfile as the node's own check wrote it: a
+    # person's look must not take the drain away from Prometheus (it once did: GpuopsNodeDrainedByHealthCheck
+    # resolved while the node stayed drained).
+    node.reason = "gpuops-health: gpu_count node"
+    assert node.check() == 0
+    before = (folder / h.TEXTFILE).read_text()
+    assert 'gpuops_health_drained{reason="gpuops-health: gpu_count node"} 1' in before
     assert node.check("report") == 1
-    text = (folder / h.TEXTFILE).read_text()
-    assert "gpuops_health_failed{" in text and "gpuops_health_drained" not in text
+    assert (folder / h.TEXTFILE).read_text() == before
     assert [p.name for p in folder.iterdir()] == [h.TEXTFILE]
 
 
