@@ -31,13 +31,18 @@ LEVELS = {
 }
 
 
-def diag(argv, gpus):
-    level = int(argv[argv.index("-r") + 1]) if "-r" in argv else 1
+def injected(key):
+    """The fault of /etc/gpusim/faults.json under ``key`` ({} when none, or no readable file)."""
     try:
         with open(os.environ.get("GPUSIM_FAULTS", "/etc/gpusim/faults.json")) as handle:
-            fault = json.load(handle).get("dcgm_fail") or {}
+            return json.load(handle).get(key) or {}
     except (OSError, ValueError):
-        fault = {}
+        return {}
+
+
+def diag(argv, gpus):
+    level = int(argv[argv.index("-r") + 1]) if "-r" in argv else 1
+    fault = injected("dcgm_fail")
     categories = {}
     for category, name in LEVELS.get(level, LEVELS[3]):
         results, summary = [], "Pass"
@@ -101,11 +106,7 @@ def health(argv):
     if not watched:
         print("Error: Health watches not enabled. Please enable watches. ")
         return 255
-    try:
-        with open(os.environ.get("GPUSIM_FAULTS", "/etc/gpusim/faults.json")) as handle:
-            fault = json.load(handle).get("dcgm_health") or {}
-    except (OSError, ValueError):
-        fault = {}
+    fault = injected("dcgm_health")
     body = {"Overall Health": {"value": "Healthy"}}
     if fault:
         level = fault.get("health", "Failure")
