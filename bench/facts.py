@@ -38,6 +38,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils import (  # noqa: E
     nccl_tests,
     nvidia_smi,
     pci,
+    secureboot,
     slurm,
 )
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError  # noqa: E402
@@ -85,6 +86,12 @@ HOSTILE = {
         "00:01.0 PCI bridge: x\n" + "\tBus: primary=00, secondary=01, subordinate=02\n" * 100000,
     ),
     "apt-cache policy: 200k blank lines": (host.apt_candidate, "\n" * 200000),
+    "modinfo: a 200k-letter line without a colon": (secureboot.parse_modinfo, "filename: x\n" + "a" * 200000),
+    "dkms.conf: 100k different BUILT_MODULE_NAME lines": (
+        secureboot.dkms_module_names,
+        "".join(f'BUILT_MODULE_NAME[{i}]="m{i}"\n' for i in range(100000)),
+    ),
+    "openssl x509: a 200k-digit serial": (secureboot.parse_openssl_x509, "serial=" + "0F" * 100000 + "\n"),
     "apt-cache show: a 200k-alternative Depends, then module_driver": (
         lambda text: canonical.module_driver(canonical.parse_index(text)["p"][0], "580"),
         "Package: p\nVersion: 1\nDepends: " + "a (>= 1) | " * 200000 + "\n",

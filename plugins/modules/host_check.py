@@ -11,7 +11,9 @@ description:
   - Reads the node's state and reports what would break or block the NVIDIA stack's install,
     changing nothing.
   - Kernel headers for the running kernel (installed, or a candidate in the package manager's
-    lists), Secure Boot against a DKMS signing key, free disk space, C(nouveau) loaded.
+    lists), free disk space, C(nouveau) loaded. Secure Boot's state is read and returned; the
+    C(nvidia_driver) role's input rules refuse DKMS-built modules under it without module signing
+    (C(nvidia_driver_secure_boot=sign)).
   - Leftovers of earlier installs. CUDA repository keys in C(apt-key) keyrings. NVIDIA or Mellanox
     apt sources without C(signed-by), which make apt refuse the same URI with a keyring.
     C(nvidia-docker2). Driver packages of more than one branch.
@@ -40,16 +42,11 @@ options:
     type: str
     choices: [error, warning]
     default: warning
-  dkms_signing_keys:
-    description: Public keys DKMS signs modules with; one must exist when Secure Boot is on.
-    type: list
-    elements: path
-    default: [/var/lib/dkms/mok.pub, /var/lib/shim-signed/mok/MOK.der]
   dkms:
     description:
       - Whether DKMS builds the NVIDIA modules here. V(false) where they come precompiled and signed
-        (Canonical's C(linux-modules-nvidia) packages); then neither the headers nor a signing key
-        are needed, and O(kernel_headers) and O(dkms_signing_keys) are not checked.
+        (Canonical's C(linux-modules-nvidia) packages); then the headers are not needed and
+        O(kernel_headers) is not checked.
     type: bool
     default: true
 seealso:
@@ -85,9 +82,6 @@ node:
       type: dict
     secure_boot:
       description: V(enabled), V(disabled) or V(unknown) (no EFI variable, e.g. BIOS boot or a container).
-      type: str
-    dkms_signing_key:
-      description: The first of O(dkms_signing_keys) that exists, or null.
       type: str
     nouveau_loaded:
       description: C(nouveau) is in C(/proc/modules).
@@ -198,17 +192,6 @@ def _problems(params, node):
                 "refresh the package lists.".format(headers["package"]),
             )
         )
-    if node["secure_boot"] == "enabled" and not node["dkms_signing_key"] and params["dkms"]:
-        found.append(
-            problem(
-                "error",
-                "preflight_dkms_signing_keys",
-                "Secure Boot is enabled and there is no DKMS signing key ({}): the kernel will refuse the "
-                "unsigned NVIDIA modules.".format(", ".join(params["dkms_signing_keys"])),
-                "create and enroll a MOK (dkms generate_mok; mokutil --import /var/lib/dkms/mok.pub; reboot to "
-                "enroll), or disable Secure Boot.",
-            )
-        )
     for path, need in sorted(params["min_free_gib"].items()):
         have = node["free_gib"][path]
         if have < float(need):
@@ -285,12 +268,6 @@ def main():
             "kernel_headers": {"type": "str", "choices": ["error", "warning", "ignore"], "default": "error"},
             "min_free_gib": {"type": "dict", "default": {"/usr": 12, "/var": 4}},
             "nouveau": {"type": "str", "choices": ["error", "warning"], "default": "warning"},
-            "dkms_signing_keys": {
-                "type": "list",
-                "elements": "path",
-                "no_log": False,  # paths of public keys, not secrets
-                "default": ["/var/lib/dkms/mok.pub", "/var/lib/shim-signed/mok/MOK.der"],
-            },
             "dkms": {"type": "bool", "default": True},
             **ROOT_OPTION,
         },
@@ -309,13 +286,11 @@ def main():
     manager, packages = installed_packages(host)
     modules = loaded_modules(host.read("/proc/modules") or "")
     keys, sources = _apt_leftovers(host)
-    signing = [key for key in params["dkms_signing_keys"] if os.path.exists(host.path(key))]
     node = {
         "kernel": kernel,
         "package_manager": manager,
         "kernel_headers": _headers(host, manager, kernel),
         "secure_boot": secure_boot_state(host.read("/sys/firmware/efi/efivars/" + SECURE_BOOT_VAR, binary=True)),
-        "dkms_signing_key": signing[0] if signing else None,
         "nouveau_loaded": "nouveau" in modules,
         "nvidia_loaded": "nvidia" in modules,
         "packages": {name: version for name, version in packages.items() if RELEVANT.match(name)},

@@ -37,6 +37,7 @@ TOOLS = {
     "all_reduce_perf": "opt/nccl-tests/current/build",
     "gpusim-devices": "usr/local/sbin",
     "gpusim-sysfs": "usr/local/sbin",
+    "mokutil": "usr/local/bin",
 }
 
 DEVICES_UNIT = """\

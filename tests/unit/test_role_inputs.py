@@ -337,3 +337,53 @@ def test_k8s_node_health_check_interval_and_command_are_checked():
     errors, _warnings = check("k8s_node", k8s_node_npd_command=[], **base)
     assert len(errors) == 1 and errors[0].startswith("k8s_node_npd_command is []")
     assert check("k8s_node", **base) == ([], [])
+
+
+def test_nvidia_driver_refuses_dkms_modules_under_secure_boot_without_signing():
+    on = {"preflight_node": {"secure_boot": "enabled"}}
+    errors, _warnings = check("nvidia_driver", registered=on)
+    assert len(errors) == 1
+    assert "Secure Boot is enabled on node1" in errors[0] and "nvidia_driver_secure_boot: sign" in errors[0]
+    assert check("nvidia_driver", registered=on, nvidia_driver_secure_boot="sign") == ([], [])
+    # Canonical's precompiled modules are signed by Canonical: nothing to sign.
+    precompiled = {"gpu_present": True, "driver": {"modules": "precompiled"}}
+    assert check("nvidia_driver", registered=on, gpuops_stack=precompiled) == ([], [])
+    assert check("nvidia_driver", registered={"preflight_node": {"secure_boot": "disabled"}}) == ([], [])
+    assert check("nvidia_driver") == ([], [])
+
+
+def test_nvidia_driver_signing_needs_the_headers_apt_and_a_good_key_pair():
+    keys = ROOT / "tests" / "gpusim" / "keys"
+    key, cert = (keys / "mok-fleet.key").read_text(), (keys / "mok-fleet.pem").read_text()
+    sign = {"nvidia_driver_secure_boot": "sign", "preflight_today": "2026-11-29"}
+    assert check("nvidia_driver", **sign, nvidia_driver_mok_key=key, nvidia_driver_mok_certificate=cert) == ([], [])
+    errors, _warnings = check("nvidia_driver", **sign, nvidia_driver_kernel_headers=False)
+    assert errors == [
+        "nvidia_driver_secure_boot is sign, which builds and signs the modules with DKMS for the kernel's headers, and "
+        "nvidia_driver_kernel_headers is false: set it to true."
+    ]
+    errors, _warnings = check("nvidia_driver", family="RedHat", distribution="RedHat", **sign)
+    assert len(errors) == 1 and "built for Debian and Ubuntu" in errors[0]
+    errors, _warnings = check("nvidia_driver", **sign, nvidia_driver_mok_key=key)
+    assert errors and "nvidia_driver_mok_certificate is empty" in errors[0]
+    # A year past the certificate's end.
+    later = {**sign, "preflight_today": "2047-01-01"}
+    errors, _warnings = check("nvidia_driver", **later, nvidia_driver_mok_key=key, nvidia_driver_mok_certificate=cert)
+    assert errors == [
+        "nvidia_driver_mok_certificate expired on 2046-01-01: make a new key pair, enrol it "
+        "(nvidia_driver_mok_password) and rebuild the modules with it"
+    ]
+    # The key never shows in a message.
+    assert not [e for e in errors if "PRIVATE KEY" in e]
+    bad = {
+        "nvidia_driver_mok_name": "a/b",
+        "nvidia_driver_mok_days": 0,
+        "nvidia_driver_mok_password": "x" * 257,
+        "nvidia_driver_mok_dir": "relative",
+    }
+    errors, _warnings = check("nvidia_driver", **sign, **bad)
+    assert len(errors) == 4
+    assert any("nvidia_driver_mok_name is 'a/b'" in e for e in errors)
+    assert any("nvidia_driver_mok_days is 0" in e for e in errors)
+    assert any("it has 257 characters" in e for e in errors)
+    assert any("nvidia_driver_mok_dir is 'relative'" in e for e in errors)

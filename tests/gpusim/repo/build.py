@@ -227,6 +227,62 @@ def service(
     pkg.postinst += DAEMON_RELOAD
 
 
+# The modules NVIDIA's dkms.conf builds (R580, open and proprietary alike), in its order.
+NVIDIA_MODULES = ("nvidia", "nvidia-uvm", "nvidia-modeset", "nvidia-drm", "nvidia-peermem")
+MODULE_C = """\
+// gpusim stand-in for NVIDIA's {name} kernel module, driver {version}: a real out-of-tree module
+// that DKMS builds and signs for a kernel; loaded, it refuses (-ENODEV) and registers nothing.
+#include <linux/module.h>
+#include <linux/errno.h>
+
+static int __init gpusim_init(void)
+{{
+\treturn -ENODEV;
+}}
+module_init(gpusim_init);
+
+MODULE_LICENSE("Dual MIT/GPL");
+MODULE_VERSION("{version}");
+MODULE_DESCRIPTION("gpusim stand-in for NVIDIA's {name} kernel module");
+"""
+
+
+def dkms_source(pkg: Package, version: str) -> None:
+    """The driver's module source under /usr/src/nvidia-<version>, as NVIDIA's nvidia-dkms packages
+    lay it out (dkms.conf with NVIDIA's module names), and dh_dkms's maintainer scripts: add the
+    source to DKMS and build and install it for every kernel with headers, where DKMS is installed
+    (NVIDIA's packages depend on it; the stand-in does not, so that scenarios without a compiler
+    install as before)."""
+    src = f"/usr/src/nvidia-{version}"
+    conf = [
+        'PACKAGE_NAME="nvidia"',
+        f'PACKAGE_VERSION="{version}"',
+        'AUTOINSTALL="yes"',
+        'MAKE[0]="make -C ${kernel_source_dir} M=${dkms_tree}/${PACKAGE_NAME}/${PACKAGE_VERSION}/build modules"',
+        'CLEAN="make -C ${kernel_source_dir} M=${dkms_tree}/${PACKAGE_NAME}/${PACKAGE_VERSION}/build clean"',
+    ]
+    for index, name in enumerate(NVIDIA_MODULES):
+        conf += [f'BUILT_MODULE_NAME[{index}]="{name}"', f'DEST_MODULE_LOCATION[{index}]="/kernel/drivers/video"']
+        pkg.files[f"{src}/{name}.c"] = (MODULE_C.format(name=name, version=version), 0o644)
+    pkg.files[f"{src}/dkms.conf"] = ("\n".join(conf) + "\n", 0o644)
+    pkg.files[f"{src}/Kbuild"] = ("obj-m := " + " ".join(f"{name}.o" for name in NVIDIA_MODULES) + "\n", 0o644)
+    pkg.postinst += (
+        "if command -v dkms >/dev/null 2>&1; then\n"
+        f"  [ -e /var/lib/dkms/nvidia/{version}/source ] || dkms add nvidia/{version}\n"
+        "  for build in /lib/modules/*/build; do\n"
+        '    [ -d "$build" ] || continue\n'
+        '    kernel=$(basename "$(dirname "$build")")\n'
+        f'    dkms install nvidia/{version} -k "$kernel"\n'
+        "  done\n"
+        "fi\n"
+    )
+    pkg.prerm += (
+        f"if command -v dkms >/dev/null 2>&1 && [ -e /var/lib/dkms/nvidia/{version} ]; then\n"
+        f"  dkms remove nvidia/{version} --all\n"
+        "fi\n"
+    )
+
+
 def driver_packages() -> list[Package]:
     pkgs = []
     for branch, (versions, cuda) in DRIVERS.items():
@@ -281,10 +337,7 @@ def driver_packages() -> list[Package]:
                         f"nvidia-dkms-{b}{s}" for b in DRIVERS for s in ("-open", "") if (b, s) != (branch, suffix)
                     ],
                 )
-                dkms.files[f"/usr/src/nvidia-{v}/dkms.conf"] = (
-                    f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{v}"\n',
-                    0o644,
-                )
+                dkms_source(dkms, v)
                 dkms.files["/usr/share/gpusim/driver-version"] = (f"{v}\n", 0o644)
                 dkms.files["/usr/share/gpusim/kernel-module-flavour"] = (f"{flavour}\n", 0o644)
                 pkg(

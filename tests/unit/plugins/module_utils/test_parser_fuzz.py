@@ -14,6 +14,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils import (
     nccl_tests,
     nvidia_smi,
     pci,
+    secureboot,
     slurm,
 )
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
@@ -43,6 +44,10 @@ PARSERS = {
     "mig_instances": (nvidia_smi.parse_mig_instances, None),
     "mig_placements": (nvidia_smi.parse_mig_placements, None),
     "mig_compute": (nvidia_smi.parse_mig_compute_instances, None),
+    # Module signing: modinfo of a signed module, the certificate's serial and subject, mokutil.
+    "modinfo": (secureboot.parse_modinfo, None),
+    "openssl_x509": (secureboot.parse_openssl_x509, None),
+    "mokutil_test_key": (secureboot.parse_mokutil_test_key, None),
     # Ubuntu's package index (apt-cache show) through the Canonical driver plan that reads it.
     "ubuntu_archive": (
         lambda text: canonical.plan(
