@@ -185,6 +185,15 @@ NVIDIA_MODULES = ("nvidia_peermem", "nvidia_uvm", "nvidia_drm", "nvidia_modeset"
 CONTAINER_MARKS = (("run/systemd/container", "container"), (".dockerenv", "docker"), ("run/.containerenv", "podman"))
 
 
+def container_runtime(host):
+    """The container runtime the node runs in (its mark's text, or the runtime the mark names), or None."""
+    for mark, runtime in CONTAINER_MARKS:
+        text = host.read("/" + mark)
+        if text is not None:
+            return text.strip() or runtime
+    return None
+
+
 def upstream_version(version):
     """``580.95.05`` from a package version such as ``580.95.05-1`` or ``1:580.95.05-0ubuntu1``."""
     return version.split(":", 1)[-1].split("-", 1)[0]

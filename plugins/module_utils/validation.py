@@ -386,6 +386,29 @@ def check_driver(installed, loaded):
     ]
 
 
+def check_kernel_modules(entries, running, container=None, signer=None):
+    """One ``kernel_modules`` record per kernel read (module_utils/kernel_modules.py): the running
+    kernel without good NVIDIA modules fails (the driver cannot load there again); another
+    installed kernel without them warns (a reboot into it leaves the node without its driver).
+    In a container the kernel is the host's and none of the node's is installed: a skip."""
+    if not entries:
+        reason = f"in a container ({container}): its kernel is the host's" if container else "no kernel to check"
+        return [record("kernel_modules", "node", None, None, "skip", reason)]
+    out = []
+    for entry in entries:
+        kernel = entry["kernel"]
+        expected = "NVIDIA modules" + (f" signed by '{signer}'" if signer else "")
+        if entry["ok"]:
+            out.append(record("kernel_modules", kernel, expected, "present", "pass", "modinfo, per module"))
+        elif kernel == running:
+            reason = "the running kernel: the driver cannot load again after a restart"
+            out.append(record("kernel_modules", kernel, expected, "; ".join(entry["problems"]), "fail", reason))
+        else:
+            reason = f"a reboot into {kernel} leaves the node without its driver"
+            out.append(record("kernel_modules", kernel, expected, "; ".join(entry["problems"]), "warn", reason))
+    return out
+
+
 def _per_gpu(check, gpus, test, expected, reason):
     bad = []
     for gpu in gpus:

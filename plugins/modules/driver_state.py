@@ -122,11 +122,11 @@ import socket
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
 from ansible_collections.gpuops.cluster.plugins.module_utils.host import (
-    CONTAINER_MARKS,
     NVIDIA_MODULES,
     ROOT_OPTION,
     Host,
     branch_driver_version,
+    container_runtime,
     dpkg_held,
     driver_action,
     driver_branches,
@@ -138,14 +138,6 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import (
     COMPUTE_APPS_FIELDS,
     parse_compute_apps,
 )
-
-
-def _container(host):
-    for mark, runtime in CONTAINER_MARKS:
-        text = host.read("/" + mark)
-        if text is not None:
-            return text.strip() or runtime
-    return None
 
 
 def _run(module, argv):
@@ -205,7 +197,7 @@ def main():
     watched = (*NVIDIA_MODULES, "nouveau")
     loaded = [name for name in loaded_modules(host.read("/proc/modules") or "") if name in watched]
     loaded_version = (host.read("/sys/module/nvidia/version") or "").strip() or None
-    container = _container(host)
+    container = container_runtime(host)
     action, reason = driver_action(
         container=container, loaded=loaded, loaded_version=loaded_version, installed_version=installed
     )

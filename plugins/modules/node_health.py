@@ -15,6 +15,9 @@ description:
     measured value and a verdict (C(pass), C(fail), C(warn), C(skip) with the reason).
   - "Checks: C(gpu_count), C(driver_version), C(persistence_mode), C(ecc), C(fabric) (each GPU's
     NVLink fabric registration: C(Completed) with status C(Success) where the GPU reports one),
+    C(kernel_modules) (per kernel, the running one and every installed one, the driver's modules at the
+    installed version, signed by the certificate the nvidia_driver role's DKMS configuration names where
+    there is one; fails for the running kernel, warns for another),
     C(xid), C(nvlink), C(pcie), C(acs) (PCIe ACS P2P redirect on a bridge between two GPUs or a GPU
     and a NIC, from C(lspci -D -vvv); skipped in a VM), C(hca_pcie), C(ib_ports), C(nccl_hcas),
     C(dcgm_diag), C(slurmd). The cluster-wide checks (one HCA firmware per model, NCCL across nodes)
@@ -184,6 +187,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.host import (
     ROOT_OPTION,
     Host,
     branch_driver_version,
+    container_runtime,
     driver_branches,
     installed_packages,
 )
@@ -192,6 +196,11 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.ibstat import (
     active_ports,
     parse_ibstat,
     parse_ibv_devinfo,
+)
+from ansible_collections.gpuops.cluster.plugins.module_utils.kernel_modules import (
+    installed_kernels,
+    read_kernel_modules,
+    signing_certificate,
 )
 from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import (
     parse_nvlink_status,
@@ -278,6 +287,19 @@ def _hca_links(host, hcas):
     return links
 
 
+def _kernel_modules(module, host, version):
+    """``kernel_modules`` records: the running kernel (not in a container) and the installed ones."""
+    container = container_runtime(host)
+    running = os.uname().release
+    # The running kernel is this machine's: not a container's, nor under another root (the tests').
+    own = not container and host.root == "/"
+    kernels = list(dict.fromkeys(([running] if own else []) + installed_kernels(host)))
+    certificate = signing_certificate(host)
+    result = read_kernel_modules(module, host, kernels, version or "", certificate)
+    signer = (result["certificate"] or {}).get("common_name")
+    return v.check_kernel_modules(result["kernels"], running, container, signer)
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -332,6 +354,7 @@ def main():
         branch = branches[0] if len(branches) == 1 else None
     installed = branch_driver_version(packages, branch) if branch else None
     checks += v.check_driver(installed, (query or {}).get("driver_version"))
+    checks += _kernel_modules(module, host, installed)
     if gpus:
         checks += v.check_persistence(gpus)
         checks += v.check_ecc(gpus)

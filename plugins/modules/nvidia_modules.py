@@ -106,72 +106,13 @@ names:
   elements: str
 """
 
-import os
-import re
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuops.cluster.plugins.module_utils.commands import parse_or_fail, run
 from ansible_collections.gpuops.cluster.plugins.module_utils.host import ROOT_OPTION, Host
-from ansible_collections.gpuops.cluster.plugins.module_utils.secureboot import (
-    MODULE_SUFFIXES,
-    dkms_module_names,
-    module_key,
-    module_problems,
-    parse_modinfo,
-    parse_openssl_x509,
+from ansible_collections.gpuops.cluster.plugins.module_utils.kernel_modules import (
+    installed_kernels,
+    read_kernel_modules,
 )
-
-# Folders of /lib/modules/<kernel> modprobe prefers (depmod's default search order): DKMS's first.
-_FIRST = ("updates", "extra")
-
-
-def _module_files(host, kernel, wanted):
-    """``{module_key: path}`` of the wanted modules' files under /lib/modules/<kernel>."""
-    top = host.path(f"/lib/modules/{kernel}")
-    found = {}
-    if not os.path.isdir(top):
-        return found
-    walked = []
-    for current, folders, files in os.walk(top):
-        folders[:] = sorted(f for f in folders if f not in ("build", "source"))
-        walked.append((current, sorted(files)))
-    # depmod's order: updates/ and extra/ before the kernel's own tree.
-    walked.sort(key=lambda item: (not os.path.relpath(item[0], top).startswith(_FIRST), item[0]))
-    for current, files in walked:
-        for name in files:
-            for suffix in MODULE_SUFFIXES:
-                if name.endswith(suffix):
-                    key = module_key(name[: -len(suffix)])
-                    if key in wanted and key not in found:
-                        found[key] = os.path.join(current, name)
-    return found
-
-
-def _release_key(release):
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"([0-9]+)", release) if part]
-
-
-def installed_kernels(host):
-    """Kernels with an image on the node, oldest first."""
-    found = {
-        name for name in host.listdir("/lib/modules") if os.path.exists(host.path(f"/lib/modules/{name}/modules.order"))
-    }
-    found |= {name.split("vmlinuz-", 1)[1] for name in host.listdir("/boot") if name.startswith("vmlinuz-")}
-    return sorted(found, key=_release_key)
-
-
-def _certificate(module, host, path):
-    openssl = module.get_bin_path("openssl", required=True)
-    data = host.read(path, binary=True)
-    if data is None:
-        module.fail_json(msg=f"certificate: {path} cannot be read; give the signing certificate's path (DER or PEM).")
-    form = "PEM" if data.lstrip().startswith(b"-----BEGIN") else "DER"
-    argv = [openssl, "x509", "-inform", form, "-in", host.path(path), "-noout", "-serial", "-subject"]
-    argv += ["-nameopt", "multiline"]
-    rc, out, err = run(module, argv)
-    if rc != 0:
-        module.fail_json(msg=f"`{' '.join(argv)}` failed (rc {rc}): {err.strip()}; {path} is not an X.509 certificate.")
-    return parse_or_fail(module, parse_openssl_x509, out, argv)
+from ansible_collections.gpuops.cluster.plugins.module_utils.secureboot import DEFAULT_MODULES
 
 
 def main():
@@ -181,11 +122,7 @@ def main():
             "version": {"type": "str", "default": ""},
             "installed": {"type": "bool", "default": False},
             "certificate": {"type": "path"},
-            "modules": {
-                "type": "list",
-                "elements": "str",
-                "default": ["nvidia", "nvidia-modeset", "nvidia-drm", "nvidia-uvm"],
-            },
+            "modules": {"type": "list", "elements": "str", "default": list(DEFAULT_MODULES)},
             **ROOT_OPTION,
         },
         supports_check_mode=True,
@@ -196,56 +133,9 @@ def main():
             module.fail_json(msg=f"kernels: {kernel!r} is not a kernel release such as 6.1.0-57-amd64 (uname -r).")
     host = Host(module)
     installed = installed_kernels(host) if params["installed"] else []
-    wanted_kernels = list(dict.fromkeys([*params["kernels"], *installed]))
-    version = params["version"]
-    conf = host.read(f"/usr/src/nvidia-{version}/dkms.conf") if version else None
-    names = list(dkms_module_names(conf) or params["modules"])
-    certificate = _certificate(module, host, params["certificate"]) if params["certificate"] else None
-    modinfo = module.get_bin_path("modinfo", opt_dirs=["/sbin", "/usr/sbin"])
-    wanted = {module_key(name) for name in names}
-    kernels = []
-    for kernel in wanted_kernels:
-        files = _module_files(host, kernel, wanted)
-        found, modules = {}, []
-        for key, path in sorted(files.items()):
-            if modinfo is None:
-                module.fail_json(
-                    msg="modinfo is not installed (package kmod); it reads the modules' versions and signers"
-                )
-            argv = [modinfo, path]
-            rc, out, err = run(module, argv)
-            if rc != 0:
-                module.fail_json(msg=f"`{' '.join(argv)}` failed (rc {rc}): {err.strip()}")
-            info = parse_or_fail(module, parse_modinfo, out, argv)
-            shown = "/" + os.path.relpath(path, host.root) if host.root != "/" else path
-            found[key] = {"path": shown, "modinfo": info}
-            modules.append(
-                {
-                    "name": key.replace("_", "-"),
-                    "path": shown,
-                    "version": info.get("version"),
-                    "signer": info.get("signer"),
-                    "sig_key": info.get("sig_key"),
-                }
-            )
-        problems = module_problems(kernel, found, names, version or None, certificate)
-        kernels.append(
-            {
-                "kernel": kernel,
-                "headers": os.path.exists(host.path(f"/lib/modules/{kernel}/build")),
-                "modules": modules,
-                "problems": problems,
-                "ok": not problems,
-            }
-        )
-    module.exit_json(
-        changed=False,
-        kernels=kernels,
-        broken=[entry["kernel"] for entry in kernels if not entry["ok"]],
-        certificate=certificate,
-        installed_kernels=installed,
-        names=names,
-    )
+    kernels = list(dict.fromkeys([*params["kernels"], *installed]))
+    result = read_kernel_modules(module, host, kernels, params["version"], params["certificate"], params["modules"])
+    module.exit_json(changed=False, installed_kernels=installed, **result)
 
 
 if __name__ == "__main__":

@@ -344,6 +344,9 @@ def test_nvidia_driver_refuses_dkms_modules_under_secure_boot_without_signing():
     errors, _warnings = check("nvidia_driver", registered=on)
     assert len(errors) == 1
     assert "Secure Boot is enabled on node1" in errors[0] and "nvidia_driver_secure_boot: sign" in errors[0]
+    assert "nvidia_driver_source: ubuntu" not in errors[0]
+    ubuntu, _warnings = check("nvidia_driver", registered=on, distribution="Ubuntu")
+    assert "take Canonical's signed modules (nvidia_driver_source: ubuntu" in ubuntu[0]
     assert check("nvidia_driver", registered=on, nvidia_driver_secure_boot="sign") == ([], [])
     # Canonical's precompiled modules are signed by Canonical: nothing to sign.
     precompiled = {"gpu_present": True, "driver": {"modules": "precompiled"}}

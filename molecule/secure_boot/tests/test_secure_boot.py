@@ -53,16 +53,23 @@ def check_modules(host):
     return host.ansible("gpuops.cluster.nvidia_modules", json.dumps(args), check=False, become=True)
 
 
-def test_the_kernel_is_a_real_debian_kernel_with_debians_headers_and_dkms(host):
+def sign_hash(host, release):
+    """The hash the kernel signs modules with (CONFIG_MODULE_SIG_HASH in its headers' .config)."""
+    config = host.file(f"/lib/modules/{release}/build/.config").content_string
+    return re.search(r'^CONFIG_MODULE_SIG_HASH="([a-z0-9]+)"', config, re.M).group(1)
+
+
+def test_the_kernel_is_a_real_distribution_kernel_with_its_headers_and_dkms(host):
     release = kernel(host)
-    assert release.endswith("-amd64") and release != host.check_output("uname -r")
+    assert release.endswith(("-amd64", "-generic")) and release != host.check_output("uname -r")
     packages = host.check_output("dpkg-query -W -f '${Package} ${Version}\\n'")
     assert f"linux-headers-{release} " in packages
     assert "\ndkms 3." in packages
-    # DKMS depends on gcc | c-compiler: Debian 12's compiler, whichever name apt chose.
+    # DKMS depends on gcc | c-compiler: the distribution's compiler, whichever name apt chose.
     assert re.search(r"^gcc(-[0-9]+)? ", packages, re.M)
-    # The headers carry the kernel's own sign-file, which DKMS signs with.
-    assert host.file(f"/usr/lib/linux-kbuild-{release.rsplit('.', 1)[0]}/scripts/sign-file").is_file
+    # The headers carry the kernel's own sign-file (Debian: in linux-kbuild), which DKMS signs with.
+    debian = f"/usr/lib/linux-kbuild-{release.rsplit('.', 1)[0]}/scripts/sign-file"
+    assert host.file(debian).is_file or host.file(f"/usr/src/linux-headers-{release}/scripts/sign-file").is_file
 
 
 def test_dkms_built_and_installed_every_module_for_that_kernel(host):
@@ -83,7 +90,7 @@ def test_every_module_is_signed_by_the_nodes_key(host):
         path = module_path(host, module)
         assert modinfo(host, path, "signer") == expected, path
         assert modinfo(host, path, "sig_key").replace(":", "").upper().lstrip("0") == serial, path
-        assert modinfo(host, path, "sig_hashalgo") == "sha256"  # the kernel's CONFIG_MODULE_SIG_HASH
+        assert modinfo(host, path, "sig_hashalgo") == sign_hash(host, kernel(host))
 
 
 def test_the_key_is_roots_alone_and_dkms_is_told_to_use_it(host):
@@ -116,22 +123,27 @@ def test_the_key_is_staged_for_enrolment_with_the_inventorys_password(host):
     assert staged == hashlib.sha256(PASSWORD.encode()).hexdigest()
 
 
-def test_a_module_dkms_signs_with_its_own_key_is_refused_and_the_role_key_signs_again(host):
+def test_a_module_dkms_signs_without_the_role_key_is_refused_and_the_role_key_signs_again(host):
     if name(host) != "sb-own":
         return
     release = kernel(host)
     conf = "/etc/dkms/framework.conf.d/gpuops-signing.conf"
     build = f"dkms build --force nvidia/{DRIVER} -k {release} && dkms install --force nvidia/{DRIVER} -k {release}"
+    # Debian's DKMS signs with a key it makes itself; Ubuntu's, without shim-signed's MOK, not at all.
+    debian = host.system_info.distribution == "debian"
     host.run_test(f"mv {conf} /root/gpuops-signing.conf")
     try:
-        # Without the role's configuration Debian's DKMS signs with a key it makes itself.
         host.run_test(build)
-        assert modinfo(host, module_path(host, "nvidia"), "signer") == "DKMS module signing key"
+        signer = modinfo(host, module_path(host, "nvidia"), "signer")
+        assert signer == ("DKMS module signing key" if debian else "")
         result = check_modules(host)
         assert result["broken"] == [release]
         problems = result["kernels"][0]["problems"]
         assert len(problems) == len(MODULES)
-        assert all("signed by 'DKMS module signing key'" in p and f"not by '{OWN_NAME}'" in p for p in problems)
+        seen = "signed by 'DKMS module signing key' (key" if debian else "unsigned; Secure Boot refuses it"
+        assert all(seen in p for p in problems)
+        if debian:
+            assert all(f"not by '{OWN_NAME}'" in p for p in problems)
     finally:
         host.run_test(f"mv /root/gpuops-signing.conf {conf}")
     host.run_test(build)
@@ -169,3 +181,29 @@ def test_hold_keeps_the_kernel_packages_where_they_are(host):
         assert f"linux-headers-{kernel(host)}" in kernel_packages
     else:
         assert not kernel_packages  # guarded leaves them free
+
+
+def kernel_records(host):
+    args = {"nvidia_gpu": {"present": True}, "dcgm_level": 0, "fabric": "none"}
+    result = host.ansible("gpuops.cluster.node_health", json.dumps(args), check=False, become=True)
+    return {r["subject"]: r for r in result["checks"] if r["check"] == "kernel_modules"}
+
+
+def test_the_health_check_reports_each_installed_kernels_modules(host):
+    records = kernel_records(host)
+    if name(host) != "sb-own":
+        # No kernel image installed, and the running kernel is the host's.
+        assert [r["verdict"] for r in records.values()] == ["skip"]
+        return
+    release = other_kernel(host)
+    assert records[release]["verdict"] == "pass"
+    assert records[release]["expected"] == f"NVIDIA modules signed by '{OWN_NAME}'"
+    module = f"/lib/modules/{release}/updates/dkms/nvidia-uvm.ko"
+    host.run_test(f"mv {module} /root/nvidia-uvm.ko")
+    try:
+        broken = kernel_records(host)[release]
+    finally:
+        host.run_test(f"mv /root/nvidia-uvm.ko {module}")
+    assert broken["verdict"] == "warn"
+    assert broken["measured"] == f"nvidia-uvm: no module for kernel {release}"
+    assert f"a reboot into {release} leaves the node without its driver" in broken["reason"]

@@ -8,9 +8,13 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 from ansible.module_utils import basic
+from ansible_collections.gpuops.cluster.plugins.module_utils.host import Host
+from ansible_collections.gpuops.cluster.plugins.module_utils.kernel_modules import signing_certificate
+from ansible_collections.gpuops.cluster.plugins.module_utils.validation import check_kernel_modules
 from ansible_collections.gpuops.cluster.plugins.modules import mok_enrolment, nvidia_modules
 from conftest import GPUSIM, fixture
 from module_harness import Node, run_module
@@ -169,3 +173,30 @@ def test_no_efi_variables_is_a_clear_error(monkeypatch, tmp_path):
     result = run_module(mok_enrolment.main, {"certificate": "/k.der", "password": "pw"})
     assert result.failed and "EFI variables are not supported on this system" in result.result["msg"]
     assert "a UEFI boot, efivarfs mounted" in result.result["msg"]
+
+
+def test_the_signing_certificate_is_the_one_the_roles_dkms_configuration_names(tmp_path):
+    host = Host(SimpleNamespace(params={"root": str(tmp_path)}))
+    assert signing_certificate(host) is None
+    conf = tmp_path / "etc/dkms/framework.conf.d/gpuops-signing.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(
+        '# managed\nmok_signing_key="/var/lib/gpuops/mok/mok.key"\nmok_certificate="/var/lib/gpuops/mok/mok.der"\n'
+    )
+    assert signing_certificate(host) is None  # named, but not there
+    (tmp_path / "var/lib/gpuops/mok").mkdir(parents=True)
+    (tmp_path / "var/lib/gpuops/mok/mok.der").write_bytes(b"\x30")
+    assert signing_certificate(host) == "/var/lib/gpuops/mok/mok.der"
+
+
+def test_kernel_modules_records_fail_the_running_kernel_and_warn_for_another():
+    good = {"kernel": "6.1.0-57-amd64", "ok": True, "problems": []}
+    bad = {"kernel": "6.1.0-58-amd64", "ok": False, "problems": ["nvidia: no module for kernel 6.1.0-58-amd64"]}
+    records = check_kernel_modules([good, bad], running="6.1.0-57-amd64", signer="n1 module signing")
+    assert [(r["subject"], r["verdict"]) for r in records] == [("6.1.0-57-amd64", "pass"), ("6.1.0-58-amd64", "warn")]
+    assert records[0]["expected"] == "NVIDIA modules signed by 'n1 module signing'"
+    assert "a reboot into 6.1.0-58-amd64 leaves the node without its driver" in records[1]["reason"]
+    records = check_kernel_modules([bad], running="6.1.0-58-amd64")
+    assert records[0]["verdict"] == "fail" and records[0]["measured"].startswith("nvidia: no module")
+    skipped = check_kernel_modules([], running="6.8.0-1-generic", container="docker")
+    assert skipped[0]["verdict"] == "skip" and "in a container (docker)" in skipped[0]["reason"]
