@@ -206,6 +206,16 @@ def _value(node, where):
     return node["value"]
 
 
+def _children(node, where):
+    """A health entry's ``children`` object ({} where it has none); any other shape is a ParseError."""
+    if not isinstance(node, dict):
+        raise ParseError("a health entry is not an object", HEALTH_COMMAND, None, where)
+    children = node.get("children") or {}
+    if not isinstance(children, dict):
+        raise ParseError("a health entry's children are not an object", HEALTH_COMMAND, None, where)
+    return children
+
+
 def _incidents(body):
     """Each system's incident of each entity, in DCGM's order: ``body[group].children[id].children
     .Errors.children[system]`` with the system's health as ``value`` and its messages, wrapped at 54
@@ -219,9 +229,7 @@ def _incidents(body):
         for entity, node in entities.get("children", {}).items():
             where = f"{group} {entity}"
             entity_health = _health(_value(node, where), where)
-            errors = ((node.get("children") or {}).get("Errors") or {}).get("children") or {}
-            if not isinstance(errors, dict):
-                raise ParseError("Errors is not an object", HEALTH_COMMAND, None, where)
+            errors = _children(_children(node, where).get("Errors") or {}, where)
             for system, detail in errors.items():
                 text = detail.get("overflow") if isinstance(detail, dict) else None
                 if text is not None and not (isinstance(text, list) and all(isinstance(t, str) for t in text)):

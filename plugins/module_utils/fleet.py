@@ -142,6 +142,13 @@ def _validation(data, node, path):
     gpus = data.get("gpus", 0)
     _need(isinstance(gpus, int) and not isinstance(gpus, bool) and gpus >= 0, node, path, f"validation gpus {gpus!r}")
     _need(isinstance(data.get("name", ""), str), node, path, "validation name is not text")
+    failed = data.get("failed_checks", [])
+    _need(
+        isinstance(failed, list) and all(isinstance(name, str) for name in failed),
+        node,
+        path,
+        "validation failed_checks is not a list of check names",
+    )
 
 
 # Each section with the check its data must pass, written and read alike.

@@ -6,14 +6,17 @@ Slurm runs it as slurmd's HealthCheckProgram (every HealthCheckInterval, and at 
 a Kubernetes node as node-problem-detector's custom plugin, a person as a command. It reads the
 node (``nvidia-smi -q -x``, sysfs, the kernel log, ``ibstat``), each command under a timeout, and
 gives validation's records (:mod:`validation`): GPU count on PCI against nvidia-smi, persistence
-mode, ECC, each GPU's NVLink fabric registration, fatal Xids new since the last check (kept until a
-reboot or ``--clear-xids``), DCGM's health watches (``dcgmi health -c``) where DCGM runs, the compute
-HCAs present with their ports Active at rate.
+mode, ECC, each GPU's NVLink fabric registration and the driver's recovery action, Xids new since
+the last check, DCGM's health watches (``dcgmi health -c``) where DCGM runs, the compute HCAs
+present with their ports Active at rate.
 
-What it does with them (:func:`decide`): on a Slurm node it drains the node with the failed checks
-as the reason (prefix :data:`PREFIX`), and resumes a node once its checks pass again only when that
-prefix is still the node's reason: a node a person, validation or a rollout drained is left as it
-is. Deep checks (DCGM's diagnostic, NCCL) stay in validation (node_health).
+What it does with them is the node state machine's (:mod:`node_state`): every failed check and
+every recovery action a fault owes (a GPU reset, a reboot, a person's inspection) is kept in the
+state file; on a Slurm node the check drains the node with them as the reason (prefix
+:data:`PREFIX`), within the fleet's blast-radius budget, and resumes it only when each failed check
+has passed again and each owed action was observed, and only when that prefix is still the node's
+reason: a node a person, validation or a rollout drained is left as it is. Deep checks (DCGM's
+diagnostic, NCCL) stay in validation (node_health).
 
 This file holds the checks and the decisions; the command that runs them on the node (its commands
 under timeouts, the state file, the calls to Slurm) is ``roles/validate/files/gpuops_health.py``.
@@ -27,6 +30,7 @@ import hashlib
 import json
 import os
 
+from ansible_collections.gpuops.cluster.plugins.module_utils import node_state as ns
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
 from ansible_collections.gpuops.cluster.plugins.module_utils.dcgm import parse_dcgmi_health
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
@@ -39,9 +43,11 @@ CONFIG = "/etc/gpuops/health.json"
 # rules read when the check last ran, what failed, and whether it drained the node.
 TEXTFILE = "gpuops-health.prom"
 STATE = "/var/lib/gpuops/health-state.json"
-# slurmd kills a HealthCheckProgram after 60 s (slurm.conf(5)); the whole check stops well before.
-DEADLINE_S = 45
+# slurmd kills a HealthCheckProgram after 60 s (slurm.conf(5)); the checks stop at DEADLINE_S, which
+# leaves the Slurm calls that follow (three at most, SLURM_TIMEOUT_S each) time to drain the node.
+DEADLINE_S = 40
 COMMAND_TIMEOUT_S = 10
+SLURM_TIMEOUT_S = 5
 # Xid lines remembered as read, so that the next check counts only new ones (bounded: a kernel log
 # that floods with Xids does not grow the state file).
 _SEEN_LIMIT = 512
@@ -73,19 +79,26 @@ def load_config(text, path=CONFIG):
             f"{path}: fabric must be auto, InfiniBand, Ethernet or none, not {config['fabric']!r}; "
             "set validate_fabric and run the health_check entry point again"
         )
+    problems = ns.budget_problems(
+        config.setdefault("budget_nodes", ns.BUDGET_NODES),
+        config.setdefault("budget_percent", ns.BUDGET_PERCENT),
+        (
+            f"{path}: budget_nodes (validate_health_budget_nodes)",
+            f"{path}: budget_percent (validate_health_budget_percent)",
+        ),
+    )
+    if problems:
+        raise ConfigError("; ".join(problems) + "; set it and run the health_check entry point again")
     return config
 
 
-def xid_state(state, boot_id, xids, clear=False):
-    """``(state, outstanding, new)``: the fatal Xids outstanding on this boot and the Xid lines new since
-    the last check. A fatal Xid stays outstanding until the node reboots (a new boot id) or a person
-    clears it (``clear``, after repairing the GPU); the lines already read are not counted again."""
+def xid_seen(state, boot_id, xids):
+    """``(state, new)``: the Xid lines new since the last check, and the lines read so far on this
+    boot (bounded: a kernel log that floods with Xids does not grow the state file). What a fatal
+    Xid owes (a reset, a reboot) is the node state's (:func:`faults_of_xids`), kept until observed."""
     if not isinstance(state, dict) or state.get("boot_id") != boot_id:
-        state = {"boot_id": boot_id, "seen": [], "outstanding": []}
+        state = {"boot_id": boot_id, "seen": []}
     seen = [s for s in state.get("seen") or [] if isinstance(s, str)]
-    outstanding = [x for x in state.get("outstanding") or [] if isinstance(x, dict) and "xid" in x and "line" in x]
-    if clear:
-        outstanding = []
     known = set(seen)
     new = []
     for xid in xids:
@@ -95,16 +108,61 @@ def xid_state(state, boot_id, xids, clear=False):
         known.add(key)
         seen.append(key)
         new.append(xid)
-        if xid["xid"] in v.FATAL_XIDS and xid not in outstanding:
-            outstanding.append(xid)
-    state = {"boot_id": boot_id, "seen": seen[-_SEEN_LIMIT:], "outstanding": outstanding[-64:]}
-    return state, outstanding, new
+    return {"boot_id": boot_id, "seen": seen[-_SEEN_LIMIT:]}, new
 
 
-def node_checks(config, read, state, boot_id, clear_xids=False):
-    """``(records, state)``: the quick checks. ``read(check, argv)`` runs a command and returns
-    ``(text, None)`` or ``(None, reason)``; ``state`` is the last check's (:func:`xid_state`)."""
-    records = []
+def faults_of_xids(xids, records):
+    """What the Xids of this check owe: one :func:`node_state.fault` per fatal Xid (the catalogue's
+    immediate action) and per Xid 154 that states a reset or a reboot, on the GPU its record names."""
+    subjects = {r["reason"].split(" (NVIDIA", 1)[0]: r["subject"] for r in records if r["check"] == "xid"}
+    out = []
+    for xid in xids:
+        action = ns.xid_action(xid["xid"], xid["line"], v.FATAL_XIDS.get(xid["xid"]))
+        if action:
+            subject = subjects.get(xid["line"], xid["pci"])
+            out.append(ns.fault(action, subject, f"Xid {xid['xid']}: {xid['line'][:150]}"))
+    return out
+
+
+def load_state(text, boot_id):
+    """``(node_state, xid_seen_state, lost)`` from the state file's text (None where there is none).
+    ``lost`` says why the node's state could not be read (a missing, unreadable or foreign file),
+    or is None. A file of the releases before the state machine (``seen``, ``outstanding``) is
+    taken over: its outstanding fatal Xids become owed actions."""
+    if text is None:
+        return ns.new_state(boot_id), {}, "there was no state file"
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return ns.new_state(boot_id), {}, "the state file was not JSON"
+    if isinstance(data, dict) and "node" not in data and isinstance(data.get("seen"), list):
+        state = ns.new_state(str(data.get("boot_id") or boot_id))
+        seen = {"boot_id": data.get("boot_id"), "seen": data["seen"]}
+        old = [x for x in data.get("outstanding") or [] if isinstance(x, dict) and isinstance(x.get("line"), str)]
+        faults = [
+            ns.fault(ns.xid_action(x.get("xid"), x["line"], v.FATAL_XIDS.get(x.get("xid"))) or "reset",
+                     str(x.get("pci")), f"Xid {x.get('xid')}: {x['line'][:150]}")
+            for x in old
+        ]  # fmt: skip
+        state = ns.advance(state, [], faults, boot_id=state["boot_id"], now=0, complete=False)
+        return state, seen, None
+    if not isinstance(data, dict) or not isinstance(data.get("node"), dict):
+        return ns.new_state(boot_id), {}, "the state file was of another shape"
+    state, note = ns.load(data["node"], boot_id)
+    seen = data.get("xids") if isinstance(data.get("xids"), dict) else {}
+    return state, seen, note
+
+
+def dump_state(state, seen):
+    return json.dumps({"node": state, "xids": seen}, sort_keys=True)
+
+
+def node_checks(config, read, seen, boot_id):
+    """``(records, faults, recovery, seen)``: the quick checks. ``read(check, argv)`` runs a command
+    and returns ``(text, None)`` or ``(None, reason)``; ``seen`` is the last check's Xid lines
+    (:func:`xid_seen`). ``faults`` are the recovery actions this check found owed
+    (:func:`node_state.fault`), ``recovery`` each GPU's recovery action as the driver states it now."""
+    records, faults = [], []
     text, reason = read("gpu_count", ["nvidia-smi", "-q", "-x"])
     gpus = []
     if text is None:
@@ -118,10 +176,19 @@ def node_checks(config, read, state, boot_id, clear_xids=False):
     pci = max(config.get("pci_gpus") or 0, config.get("sysfs_gpus") or 0)
     if text is not None:
         records += v.check_gpu_count(pci, gpus, "the GPUs gpu_facts found on PCI, or sysfs now")
+    recovery = {}
     if gpus:
         records += v.check_persistence(gpus)
         records += v.check_ecc(gpus)
         records += v.check_fabric(gpus, config.get("nvswitch_count") or 0)
+        for found in v.check_recovery_action(gpus):
+            records.append(found)
+            recovery[found["subject"]] = found["measured"]
+            action = ns.recovery_action(found["measured"])
+            if action:
+                faults.append(
+                    ns.fault(action, found["subject"], f"the driver's recovery action is {found['measured']}", "driver")
+                )
 
     log, reason = read("xid", ["dmesg"])
     if log is None:
@@ -129,14 +196,17 @@ def node_checks(config, read, state, boot_id, clear_xids=False):
     if log is None:
         records.append(v.record("xid", "node", "no new fatal Xid", None, "skip", reason))
     else:
-        state, outstanding, new = xid_state(state, boot_id, v.parse_xids(log), clear_xids)
-        found = v.check_xids(outstanding + [x for x in new if x["xid"] not in v.FATAL_XIDS], gpus)
+        seen, new = xid_seen(seen, boot_id, v.parse_xids(log))
+        found = v.check_xids(new, gpus)
         for item in found:
-            item["expected"] = "no fatal Xid since the last check (one stays until a reboot or --clear-xids)"
+            item["expected"] = "no fatal Xid since the last check (what it owes stays until observed)"
         records += found
+        faults += faults_of_xids(new, found)
 
     if config.get("dcgm_watches"):
-        records += check_dcgm_health(read, config["dcgm_watches"])
+        found, owed = check_dcgm_health(read, config["dcgm_watches"])
+        records += found
+        faults += owed
 
     if config.get("fabric", "auto") != "none":
         cas = None
@@ -153,12 +223,14 @@ def node_checks(config, read, state, boot_id, clear_xids=False):
         overrides = {"ib_rate_gbps": config["ib_rate_gbps"]} if config.get("ib_rate_gbps") else {}
         if ports or config.get("hcas") or config.get("hca_pci"):
             records += v.check_ib_ports(fabric, ports, v.nic_expectation(ports, overrides))
-    return records, state
+    return records, faults, recovery, seen
 
 
 def check_dcgm_health(read, watches):
-    """DCGM's health watches (``dcgmi health -c -j``, the default group of every GPU): a Failure
-    incident fails its GPU, a Warning warns. DCGM keeps no watch across a restart of nv-hostengine:
+    """``(records, faults)``: DCGM's health watches (``dcgmi health -c -j``, the default group of
+    every GPU): a Failure incident fails its GPU and owes what its system calls for
+    (:func:`node_state.dcgm_action`: kept across a restart of nv-hostengine, which forgets the
+    incident), a Warning warns. DCGM keeps no watch across a restart of nv-hostengine:
     where none is on, the check sets ``watches`` (``dcgmi health -s``, the systems this node has) and
     is a skip until the next run reads them. DCGM not installed is a skip; a host engine that does
     not answer, or an answer that cannot be read, a warning (the node's GPUs are not judged by it)."""
@@ -166,18 +238,18 @@ def check_dcgm_health(read, watches):
     text, reason = read("dcgm_health", ["dcgmi", "health", "-c", "-j"])
     if text is None:
         if reason.startswith("dcgmi is not installed"):
-            return [v.record("dcgm_health", "node", expected, None, "skip", "DCGM is not installed on this node")]
-        return [v.record("dcgm_health", "node", expected, None, "warn", f"{reason} (is nv-hostengine running?)")]
+            return [v.record("dcgm_health", "node", expected, None, "skip", "DCGM is not installed on this node")], []
+        return [v.record("dcgm_health", "node", expected, None, "warn", f"{reason} (is nv-hostengine running?)")], []
     try:
         health = parse_dcgmi_health(text)
     except ParseError as exc:
-        return [v.record("dcgm_health", "node", expected, None, "warn", f"{exc} (is nv-hostengine running?)")]
+        return [v.record("dcgm_health", "node", expected, None, "warn", f"{exc} (is nv-hostengine running?)")], []
     if not health["watches"]:
-        return [_dcgm_watches_set(read, watches, expected)]
+        return [_dcgm_watches_set(read, watches, expected)], []
     if not health["incidents"]:
         verdict = "pass" if health["overall"] == "Healthy" else "warn"
-        return [v.record("dcgm_health", "all GPUs", expected, health["overall"], verdict, "DCGM's health watches")]
-    return [
+        return [v.record("dcgm_health", "all GPUs", expected, health["overall"], verdict, "DCGM's health watches")], []
+    records = [
         v.record(
             "dcgm_health",
             incident["entity"].replace("GPU ", "GPU", 1),
@@ -188,6 +260,12 @@ def check_dcgm_health(read, watches):
         )
         for incident in health["incidents"]
     ]
+    faults = [
+        ns.fault(ns.dcgm_action(incident["system"]), record["subject"], f"DCGM {record['measured']}"[:200])
+        for incident, record in zip(health["incidents"], records)
+        if incident["health"] == "Failure"
+    ]
+    return records, faults
 
 
 def _dcgm_watches_set(read, watches, expected):
@@ -203,26 +281,9 @@ def _dcgm_watches_set(read, watches, expected):
 
 
 def reason_for(records, limit=200):
-    """The drain reason: :data:`PREFIX` and the failed checks (``gpuops-health: gpu_count node, xid GPU2``)."""
+    """The failed checks of one run as a reason (``gpuops-health: gpu_count node, xid GPU2``):
+    node-problem-detector's message; Slurm's drain reason is the node state's (:func:`node_state.reason`)."""
     return v.drain_reason(records, limit).replace("gpuops-validate: ", PREFIX, 1)
-
-
-def decide(records, drained, reason):
-    """``(action, why)``: what to do on Slurm, given the checks and the node's state now (``drained``:
-    it has the DRAIN flag; ``reason``: its reason). Actions: ``drain`` (``why`` is the new reason),
-    ``resume``, ``keep`` (drained by someone else, or by this check for the same findings) or ``none``."""
-    failed = v.worst(records) == "fail"
-    ours = (reason or "").startswith(PREFIX)
-    if failed:
-        wanted = reason_for(records)
-        if drained and not ours:
-            return "keep", f"drained already for another reason ({reason}); not changed. Found: {wanted}"
-        if drained and reason == wanted:
-            return "keep", wanted
-        return "drain", wanted
-    if drained and ours:
-        return "resume", f"every check passes again (drained for: {reason.removeprefix(PREFIX)})"
-    return "none", "healthy" if not drained else f"healthy; drained by someone else ({reason}), left drained"
 
 
 def parse_node_state(text, node):
@@ -261,11 +322,12 @@ def _label(value):
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
 
 
-def textfile(records, now, drained=None):
+def textfile(records, now, drained=None, refused=None):
     """The check's result in Prometheus' text format, for the node exporter's textfile collector:
     when it ran (``now``, seconds since the epoch), one series per failed check, and, in Slurm mode,
     whether the node stands drained by this check (``drained``: its reason, "" when not drained by
-    it, None outside Slurm)."""
+    it, None outside Slurm) and whether the fleet's blast-radius budget refused to drain it
+    (``refused``: True or False; None outside Slurm)."""
     lines = [
         "# HELP gpuops_health_last_check_timestamp_seconds When gpuops-health last checked this node.",
         "# TYPE gpuops_health_last_check_timestamp_seconds gauge",
@@ -280,6 +342,12 @@ def textfile(records, now, drained=None):
             "# HELP gpuops_health_drained Whether gpuops-health has the node drained in Slurm, with its reason.",
             "# TYPE gpuops_health_drained gauge",
             f'gpuops_health_drained{{reason="{_label(drained)}"}} {1 if drained else 0}',
+        ]
+    if refused is not None:
+        lines += [
+            "# HELP gpuops_health_budget_refused Whether the blast-radius budget kept this failing node in service.",
+            "# TYPE gpuops_health_budget_refused gauge",
+            f"gpuops_health_budget_refused {1 if refused else 0}",
         ]
     return "\n".join(lines) + "\n"
 

@@ -312,9 +312,11 @@ def parse_query_xml(text):
     ``memory_total_mib``, ``mig_mode`` and ``mig_mode_pending`` (``enabled``/``disabled``/None
     where the GPU has no MIG), ``mig_devices``,
     ``virtualization_mode``, ``architecture`` (as the driver prints it, or None on old drivers),
-    ``persistence_mode``, ``vbios_version``, ``serial``, ``module_id``, ``pcie``, ``performance_state``
-    ``ecc`` (``remapped_rows_pending``, ``remapped_rows_failure``, ``retired_pages_pending``:
-    bools or None where N/A; ``volatile_uncorrectable``: the volatile uncorrectable count, or None)
+    ``persistence_mode``, ``vbios_version``, ``serial``, ``module_id``, ``pcie``, ``performance_state``,
+    ``recovery_action`` (the driver's ``gpu_recovery_action``: ``None``, ``Reset``, ``Reboot``... or None
+    where the driver prints none), ``ecc`` (``remapped_rows_pending``, ``remapped_rows_failure``,
+    ``retired_pages_pending``: bools or None where N/A; ``volatile_uncorrectable``: the volatile
+    uncorrectable count, or None)
     ``fabric``: the GPU's NVLink fabric registration (``state``, ``status``, ``health_summary``,
     each None where N/A or where the driver prints no ``<fabric>``), and ``temperature`` in degrees
     Celsius, each None where not printed: ``current_c``; the absolute ``slowdown_c`` and ``shutdown_c``
@@ -375,6 +377,9 @@ def parse_query_xml(text):
                 "serial": _text(element, "serial"),
                 "module_id": _number(_text(element, "platformInfo/module_id") or _text(element, "gpu_module_id")),
                 "performance_state": _text(element, "performance_state"),
+                # The driver's recovery action (driver 550 and later; NVML's nvmlGpuRecoveryAction_t
+                # as nvidia-smi names it: None, Reset, Reboot, Drain P2P, Drain and Reset), None where absent.
+                "recovery_action": _text(element, "gpu_recovery_action"),
                 "ecc": _ecc(element),
                 "temperature": _temperature(element),
                 "fabric": {

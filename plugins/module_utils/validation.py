@@ -575,6 +575,29 @@ def check_acs(devices, endpoints, virtualization=None, error=None):
     return records
 
 
+def check_recovery_action(gpus):
+    """Each GPU's recovery action as the driver states it (``nvidia-smi -q -x``'s
+    ``gpu_recovery_action``, driver 550 and later): ``None`` passes, anything else (Reset, Reboot,
+    Drain P2P...) fails; drivers that print none give no record."""
+    records = []
+    for gpu in gpus:
+        value = gpu.get("recovery_action")
+        if value is None:
+            continue
+        verdict = "pass" if value.strip().lower() == "none" else "fail"
+        records.append(
+            record(
+                "recovery_action",
+                "GPU{}".format(gpu["index"]),
+                "None",
+                value,
+                verdict,
+                "the driver's recovery action (nvidia-smi -q, GPU Recovery Action)",
+            )
+        )
+    return records
+
+
 def check_xids(xids, gpus):
     by_bus = {}
     for gpu in gpus:
@@ -1056,12 +1079,20 @@ def drained_for(reason, prefix="gpuops-validate: "):
     return names
 
 
-def unproven(reason, records, prefix="gpuops-validate: "):
+def unproven(reason, records, prefix="gpuops-validate: ", recorded=None):
     """The checks a node was drained for that do not pass now: each had to pass again, not be
     skipped (``ib_ports`` that skips because ibstat is gone proves nothing). ``[(check, now)]``,
-    ``now`` the check's verdicts this run ("skip", "fail", or "not run")."""
+    ``now`` the check's verdicts this run ("skip", "fail", or "not run").
+
+    The checks are those the reason names and ``recorded`` (the full set the fleet state kept when
+    the node was drained: Slurm keeps a reason of limited length). A reason that was cut (``...``)
+    with no recorded set proves nothing of what it lost: every check of this run must pass."""
+    names = drained_for(reason, prefix)
+    names += [name for name in recorded or [] if isinstance(name, str) and name not in names]
+    if recorded is None and reason.startswith(prefix) and reason.endswith("..."):
+        names += [r["check"] for r in records if r["check"] not in names]
     out = []
-    for check in drained_for(reason, prefix):
+    for check in dict.fromkeys(names):
         verdicts = sorted({r["verdict"] for r in records if r["check"] == check})
         if not verdicts or any(verdict in ("fail", "skip") for verdict in verdicts):
             out.append((check, "/".join(verdicts) or "not run"))

@@ -15,6 +15,7 @@ description:
     measured value and a verdict (C(pass), C(fail), C(warn), C(skip) with the reason).
   - "Checks: C(gpu_count), C(driver_version), C(persistence_mode), C(ecc), C(fabric) (each GPU's
     NVLink fabric registration: C(Completed) with status C(Success) where the GPU reports one),
+    C(recovery_action) (the driver's GPU recovery action, C(None) where the driver reports one),
     C(kernel_modules) (per kernel, the running one and every installed one, the driver's modules at the
     installed version, signed by the certificate the nvidia_driver role's DKMS configuration names where
     there is one; fails for the running kernel, warns for another),
@@ -360,6 +361,7 @@ def main():
         checks += v.check_ecc(gpus)
         checks += v.check_pcie(gpus)
         checks += v.check_fabric(gpus, facts.get("nvswitch_count") or 0)
+        checks += v.check_recovery_action(gpus)
 
     verbose, reason = reader.output("acs", ["lspci", "-D", "-vvv"], parse_lspci_verbose)
     endpoints = [("GPU{}".format(gpu["index"]), gpu["pci_bus_id"], "gpu") for gpu in gpus if gpu.get("pci_bus_id")]

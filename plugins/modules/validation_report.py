@@ -81,6 +81,14 @@ options:
       now is resumed, a node drained for another reason is left alone.
     type: str
     default: "gpuops-validate:"
+  recorded:
+    description:
+      - The fleet state's C(validation) record of the nodes of this run (inventory name to the record), whose
+        C(failed_checks) is the full set of checks a node was drained for; each must pass again before the node is
+        resumed, also those the drain reason (cut by Slurm's length) lost. Without it, a reason that was cut
+        resumes a node only when every check of this run passes.
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -185,6 +193,7 @@ def main():
             "baseline_dir": {"type": "path"},
             "earlier": {"type": "dict", "default": {}},
             "drain_prefix": {"type": "str", "default": "gpuops-validate:"},
+            "recorded": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -249,7 +258,8 @@ def main():
             report["actions"][host] = "report only (validate_mode: report)"
         elif drained.startswith(p["drain_prefix"]) and p["mode"] == "gate":
             # Drained for checks that failed: each must pass now, not be skipped.
-            for check, now_verdict in v.unproven(drained, checks, p["drain_prefix"]):
+            recorded = (p["recorded"].get(host) or {}).get("failed_checks")
+            for check, now_verdict in v.unproven(drained, checks, p["drain_prefix"], recorded):
                 by_host[host].append(f"{host}: {check} was failing when drained, and is {now_verdict} now, not pass")
             resume.append(host)
     for run in p["cluster_nccl"]:
@@ -285,6 +295,16 @@ def main():
             "result": entry["verdict"],
             "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "findings": by_host.get(host, []),
+            # Every check the node failed or still owes, in full: what a later run must see pass
+            # before it resumes the node (the drain reason Slurm keeps is cut at 200 characters).
+            "failed_checks": sorted(
+                {c["check"] for c in entry["checks"] if c["verdict"] == "fail"}
+                | {
+                    f.split(": ", 1)[1].split(" ", 1)[0]
+                    for f in by_host.get(host, [])
+                    if " was failing when drained" in f
+                }
+            ),
             "fabric": nodes[host].get("fabric"),
             "compute_ports": [
                 {k: port.get(k) for k in ("name", "ca_type", "state", "rate") if k in port}

@@ -264,3 +264,60 @@ def test_a_burn_in_reason_that_a_refused_registration_replaced_is_set_again():
     assert redrained(t, reasons, sinfo) == ["gpu02"]
     off = templar(["ctl"], __slurm_plan=plan, __slurm_joining=["gpu03"], __slurm_rehardwared=[], slurm_burn_in=False)
     assert off.template(trusted(VARS["__slurm_burn_in_reasons"])) == {}
+
+
+LEAVE_BUDGET = task(
+    "leave.yml", "Refuse to remove more nodes than slurm_leave_max, or nodes an empty fleet state cannot describe"
+)
+
+
+@pytest.mark.parametrize(
+    ("kept", "absent", "missing", "leaving", "allowed"),
+    [
+        # An empty fleet state and slurm_configless: --limit gpu06 would drain gpu01-gpu05 as "leaving".
+        ({}, {}, ["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"], ["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"], False),
+        # Even one unknown node, while the fleet state knows no other: refused.
+        ({}, {}, ["gpu05"], ["gpu05"], False),
+        # A populated fleet state: one node never recorded leaves, within slurm_leave_max.
+        ({"gpu01": "d"}, {}, ["gpu05"], ["gpu05"], True),
+        # Missing nodes count against slurm_leave_max too (4 by default), not only those out of the inventory.
+        (
+            {"gpu01": "d"},
+            {"old09": {}},
+            ["gpu05", "gpu06", "gpu07", "gpu08"],
+            ["old09-ib", "gpu05", "gpu06", "gpu07", "gpu08"],
+            False,
+        ),
+        ({"gpu01": "d"}, {"old09": {}}, [], ["old09-ib"], True),
+    ],
+)
+def test_the_leave_path_counts_every_leaving_node_and_refuses_what_an_empty_fleet_state_cannot_describe(
+    kept, absent, missing, leaving, allowed
+):
+    t = templar(
+        ["ctl", "gpu06"],
+        __slurm_plan={"kept": kept, "absent": absent, "missing": missing},
+        __slurm_leaving={name: name.removesuffix("-ib") for name in leaving},
+        **LEAVE_BUDGET["vars"],
+    )
+    results = [
+        t.template(trusted("{{ " + str(that) + " }}")) for that in LEAVE_BUDGET["ansible.builtin.assert"]["that"]
+    ]
+    assert all(results) is allowed
+    if not allowed:
+        message = " ".join(t.template(trusted(LEAVE_BUDGET["ansible.builtin.assert"]["fail_msg"])).split())
+        assert "slurm_leave_force: true" in message
+        if not kept:
+            assert "holds no record of any node out of this run" in message and "no --limit" in message
+        else:
+            assert "more than slurm_leave_max (4)" in message
+    forced = templar(
+        ["ctl", "gpu06"],
+        __slurm_plan={"kept": kept, "absent": absent, "missing": missing},
+        __slurm_leaving={name: name for name in leaving},
+        slurm_leave_force=True,
+        **LEAVE_BUDGET["vars"],
+    )
+    assert all(
+        forced.template(trusted("{{ " + str(that) + " }}")) for that in LEAVE_BUDGET["ansible.builtin.assert"]["that"]
+    )

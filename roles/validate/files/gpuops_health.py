@@ -20,6 +20,7 @@ import sys
 import time
 
 from ansible_collections.gpuops.cluster.plugins.module_utils import health as h
+from ansible_collections.gpuops.cluster.plugins.module_utils import node_state as ns
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
 
 # slurmd runs its HealthCheckProgram with a short PATH (/usr/bin:/bin, no sbin): ibstat (/usr/sbin)
@@ -39,21 +40,21 @@ class Node:
     def __init__(self, timeout=h.COMMAND_TIMEOUT_S):
         self.timeout = timeout
 
-    def run(self, argv):
+    def run(self, argv, timeout=None):
         try:
             done = subprocess.run(
                 argv,
                 capture_output=True,
                 text=True,
                 errors="replace",
-                timeout=self.timeout,
+                timeout=timeout or self.timeout,
                 env={**os.environ, "LC_ALL": "C", "PATH": search_path(os.environ.get("PATH", ""))},
                 check=False,
             )
         except FileNotFoundError:
             return None, f"{argv[0]} is not installed"
         except subprocess.TimeoutExpired:
-            return None, "`{}` did not answer within {} s".format(" ".join(argv), self.timeout)
+            return None, "`{}` did not answer within {} s".format(" ".join(argv), timeout or self.timeout)
         if done.returncode != 0 and not done.stdout.strip():
             first = (done.stderr or "").strip().splitlines()[:1]
             return None, "`{}` exited {}: {}".format(
@@ -64,31 +65,39 @@ class Node:
     def read(self, _check, argv):
         return self.run(argv)
 
+    def slurm(self, argv):
+        """A Slurm command, under the short timeout that keeps the whole check inside slurmd's 60 s."""
+        return self.run(argv, timeout=h.SLURM_TIMEOUT_S)
+
     @staticmethod
     def file(path):
         return h.read_file(path)
 
+    @staticmethod
+    def now():
+        return time.time()
 
-def _write_state(path, state):
+
+def _write_state(path, text):
     os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
     temporary = f"{path}.tmp"
     with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(state, handle)
+        handle.write(text)
     os.chmod(temporary, 0o600)
     os.replace(temporary, path)
 
 
-def _write_textfile(config, records, drained=None):
+def _write_textfile(config, records, drained=None, refused=None):
     """The result for the node exporter (health.textfile), where its textfile folder exists: written
     whole and renamed into place, as the textfile collector asks, so that a scrape never reads half."""
-    folder = config.get("textfile_dir")
+    folder = (config or {}).get("textfile_dir")
     if not folder or not os.path.isdir(folder):
         return
     path = os.path.join(folder, h.TEXTFILE)
     temporary = f"{path}.{os.getpid()}.tmp"
     try:
         with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(h.textfile(records, time.time(), drained))
+            handle.write(h.textfile(records, time.time(), drained, refused))
         os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except OSError as exc:
@@ -100,18 +109,21 @@ def _say(text, stream=None):
     (stream or sys.stdout).write(f"{text}\n")
 
 
-def main(argv=None, node=None):
+def _arguments(argv):
     parser = argparse.ArgumentParser(
         prog="gpuops-health",
-        description="Quick health check of a GPU node (gpuops.cluster). Slurm: drains the node with the failed "
-        "checks as the reason, and resumes it once they pass, if this check drained it.",
+        description="Quick health check of a GPU node (gpuops.cluster). Slurm: drains the node with what it "
+        "failed and what it owes (a GPU reset, a reboot) as the reason, within the fleet's blast-radius budget, "
+        "and resumes it, if this check drained it, once each failed check passed again and each owed action "
+        "was observed.",
     )
     parser.add_argument(
         "--mode",
         choices=["report", "slurm", "npd"],
         default="report",
-        help="report: print only; slurm: drain and resume (slurmd's HealthCheckProgram); "
-        "npd: node-problem-detector's custom plugin (exit 0 OK, 1 problem, 2 unknown)",
+        help="report: print only (changes nothing, not even the state file); slurm: drain and resume "
+        "(slurmd's HealthCheckProgram); npd: node-problem-detector's custom plugin (exit 0 OK, 1 problem, "
+        "2 unknown)",
     )
     parser.add_argument("--config", default=h.CONFIG)
     parser.add_argument("--state", default=h.STATE)
@@ -119,20 +131,30 @@ def main(argv=None, node=None):
     parser.add_argument(
         "--clear-xids",
         action="store_true",
-        help="forget the fatal Xids kept from earlier checks (after the GPU was repaired or reset)",
+        help="a person's word that the GPUs were reset or repaired: clears every reset, reboot or inspection "
+        "the node owes (recorded in the state's history); its failed checks must still pass again",
     )
-    args = parser.parse_args(argv)
-    node = node or Node()
-    started = time.monotonic()
+    return parser.parse_args(argv)
+
+
+class _Deadline(Exception):
+    """The checks ran past their deadline."""
+
+
+def _check(args, node):
+    """``(config, state, seen, records, complete, lost, why)``: the checks, under their deadline. Any
+    failure to check (the deadline, a configuration, an unexpected error) is ``why``, never a traceback."""
+    config, state, seen, records, lost = None, None, {}, [], None
 
     def deadline(_signum, _frame):
-        raise TimeoutError(f"the check took more than {h.DEADLINE_S} s")
+        raise _Deadline(f"the checks took more than {h.DEADLINE_S} s")
 
     if hasattr(signal, "SIGALRM"):
         signal.signal(signal.SIGALRM, deadline)
         signal.alarm(h.DEADLINE_S)
-    unknown = h.NPD_UNKNOWN if args.mode == "npd" else (0 if args.mode == "slurm" else 2)
     try:
+        boot_id = (node.file("/proc/sys/kernel/random/boot_id") or "").strip()
+        state, seen, lost = h.load_state(node.file(args.state), boot_id)
         text = node.file(args.config)
         if text is None:
             raise h.ConfigError(
@@ -140,57 +162,123 @@ def main(argv=None, node=None):
             )
         config = h.load_config(text, args.config)
         config["sysfs_gpus"] = h.sysfs_gpus()
-        try:
-            state = json.loads(node.file(args.state) or "{}")
-        except ValueError:
-            state = {}
-        boot_id = (node.file("/proc/sys/kernel/random/boot_id") or "").strip()
-        records, state = h.node_checks(config, node.read, state, boot_id, args.clear_xids)
-        _write_state(args.state, state)
-    except (h.ConfigError, TimeoutError, OSError) as exc:
-        # Slurm: exit 0 even so; slurmd does not register while its HealthCheckProgram fails at start,
-        # and a node that cannot register is DOWN with no reason instead of drained with one.
-        _say(f"gpuops-health: cannot check this node: {exc}", sys.stderr)
-        return unknown
+        records, faults, recovery, seen = h.node_checks(config, node.read, seen, boot_id)
+        state = ns.advance(
+            state, records, faults, boot_id=boot_id, now=node.now(), recovery=recovery, clear=args.clear_xids
+        )
+        return config, state, seen, records, lost, None
+    except h.ConfigError as exc:
+        return config, state, seen, records, lost, str(exc)
+    except _Deadline as exc:
+        return config, state, seen, records, lost, str(exc)
+    except Exception as exc:  # any failure to check is a reason to drain, not a traceback
+        frame = exc.__traceback__
+        while frame and frame.tb_next:
+            frame = frame.tb_next
+        where = f" at {os.path.basename(frame.tb_frame.f_code.co_filename)}:{frame.tb_lineno}" if frame else ""
+        return config, state, seen, records, lost, f"unexpected {type(exc).__name__}{where}: {exc}"[:300]
     finally:
         if hasattr(signal, "SIGALRM"):
             signal.alarm(0)
+
+
+def main(argv=None, node=None):
+    args = _arguments(argv)
+    node = node or Node()
+    started = time.monotonic()
+    config, state, seen, records, lost, why = _check(args, node)
+    if state is None:
+        state = ns.new_state()
+    if why is not None:
+        # Fail closed: a node that cannot be checked is drained with the reason (Slurm), a problem
+        # (node-problem-detector); a person's report says so and exits 2.
+        _say(f"gpuops-health: cannot check this node: {why}", sys.stderr)
+        state = ns.cannot_check(state, why, now=node.now())
+        records = [v.record("cannot_check", "node", "the checks run to the end", why, "fail", why)]
+    records = records + ns.owed_records(state, v.record)
     took = time.monotonic() - started
     verdict = v.worst(records)
     if args.json:
-        _say(json.dumps({"verdict": verdict, "seconds": round(took, 2), "checks": records}, indent=1))
+        _say(json.dumps({"verdict": verdict, "seconds": round(took, 2), "checks": records,
+                         "outstanding": ns.outstanding(state)}, indent=1))  # fmt: skip
     elif args.mode != "npd":
         _say("\n".join(h.summary_lines(records)))
         _say(f"gpuops-health: {verdict} in {took:.1f} s")
+    if args.mode == "report":
+        # Report mode prints only: neither the state file (the Xid lines it read would not be new to the
+        # node's own check) nor the textfile (a person's look must not take a drain away from Prometheus).
+        return 2 if why is not None and config is None else (1 if verdict == "fail" else 0)
+    try:
+        _write_state(args.state, h.dump_state(state, seen))
+    except OSError as exc:
+        _say(f"gpuops-health: cannot write {args.state}: {exc}", sys.stderr)
     if args.mode == "npd":
-        # Report mode prints only: a person's look must not replace what the node's own check (slurmd's or
-        # node-problem-detector's) left for Prometheus, such as the drain GpuopsNodeDrainedByHealthCheck reads.
         _write_textfile(config, records)
-    if args.mode == "npd":
+        if why is not None and config is None:
+            return h.NPD_UNKNOWN
         if verdict == "fail":
             _say(h.reason_for(records, limit=80))
             return h.NPD_NONOK
         _say("gpuops-health: ok")
         return h.NPD_OK
-    if args.mode == "report":
-        return 1 if verdict == "fail" else 0
+    _slurm(args, node, config, state, seen, records, lost)
+    return 0
 
+
+def _slurm(args, node, config, state, seen, records, lost):  # noqa: PLR0917 - the run's parts, named
+    """Slurm mode: drain, keep or resume the node, as the node state decides, within the budget."""
+    config = config or {}
     name = config.get("node") or socket.gethostname().split(".")[0]
-    text, reason = node.run(["sinfo", "-h", "-N", "-n", name, "-o", "%N|%t|%E"])
+    text, reason = node.slurm(["sinfo", "-h", "-N", "-n", name, "-o", "%N|%t|%E"])
     if text is None:
         _say(f"gpuops-health: cannot read {name}'s state from Slurm: {reason}", sys.stderr)
-        return 0
+        _write_textfile(config, records)
+        return
     drained, reason_now = h.parse_node_state(text, name)
-    action, why = h.decide(records, drained, reason_now)
-    ours = why if action == "drain" else (reason_now if action == "keep" and reason_now.startswith(h.PREFIX) else "")
-    _write_textfile(config, records, ours)
+    if lost and drained and reason_now.startswith(h.PREFIX) and not ns.outstanding(state):
+        # Drained by this check, and what for is lost: the node owes a reboot (or a person's word).
+        state = ns.advance(
+            state, [], [ns.fault("reboot", "node", f"the health state was lost ({lost}); drained for: {reason_now}")],
+            boot_id=state["boot_id"], now=node.now(), complete=False,
+        )  # fmt: skip
+        records = records + ns.owed_records(state, v.record)
+    action, why = ns.decide(state, drained, reason_now, h.PREFIX)
+    refused = False
+    if action == "drain" and not drained:
+        fleet, problem = node.slurm(["sinfo", "-h", "-N", "-o", "%N|%t|%E"])
+        allowed, budget = (
+            (False, f"cannot read the fleet from Slurm: {problem}")
+            if fleet is None
+            else ns.budget(
+                fleet,
+                name,
+                config.get("budget_nodes", ns.BUDGET_NODES),
+                config.get("budget_percent", ns.BUDGET_PERCENT),
+            )
+        )
+        if not allowed:
+            action, refused = "refused", True
+            why = f"not drained: {budget}. Outstanding: {why}"
     if action == "drain":
-        done, reason = node.run(["scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={why}"])
+        done, problem = node.slurm(["scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={why}"])
     elif action == "resume":
-        done, reason = node.run(["scontrol", "update", f"NodeName={name}", "State=RESUME"])
+        done, problem = node.slurm(["scontrol", "update", f"NodeName={name}", "State=RESUME"])
     else:
-        done, reason = "", None
+        done, problem = "", None
+    if action in ("drain", "resume", "refused") and done is not None:
+        state = dict(
+            state, history=[*state["history"], {"t": round(node.now(), 3), "event": action, "detail": why[:300]}][-64:]
+        )
+    ours = (
+        why
+        if action == "drain" and done is not None
+        else (reason_now if action == "keep" and reason_now.startswith(h.PREFIX) else "")
+    )
+    _write_textfile(config, records, ours, refused)
+    try:
+        _write_state(args.state, h.dump_state(state, seen))
+    except OSError as exc:
+        _say(f"gpuops-health: cannot write {args.state}: {exc}", sys.stderr)
     _say(f"gpuops-health: {name}: {action}: {why}")
     if done is None:
-        _say(f"gpuops-health: {action} {name} failed: {reason}", sys.stderr)
-    return 0
+        _say(f"gpuops-health: {action} {name} failed: {problem}", sys.stderr)

@@ -8,7 +8,9 @@
 # XML, "fabric" [{gpu, state, status}] as the GPU's NVLink fabric registration in the XML,
 # "nvlink_down" [{gpu, link}] in nvlink -s, "gpu_processes" [{pid, gpu, used_memory, name}] in
 # --query-compute-apps and as a GPU that holds a MIG mode change pending, "lost_gpus" {count,
-# driver} everywhere (the last GPUs gone, under that driver version only).
+# driver} everywhere (the last GPUs gone, under that driver version only), "recovery_action" [{gpu,
+# action}] as the driver's GPU recovery action in the XML (Reset, Reboot...; -r on the GPU turns a
+# Reset, Drain P2P or Drain and Reset into None, as the driver does once the GPU is reset).
 import json
 import os
 import re
@@ -111,6 +113,37 @@ def nvlink_status(argv):
     return 0
 
 
+def recovery_actions(text):
+    """Each faulted GPU's recovery action (``<gpu_recovery_action>``), in its <gpu> element: the one the
+    capture has replaced, or one added after the GPU's UUID where the capture's driver printed none."""
+    for fault in faults().get("recovery_action", []):
+        parts = text.split("<gpu id=")
+        index = int(fault["gpu"]) + 1
+        if index < len(parts):
+            element = "<gpu_recovery_action>{}</gpu_recovery_action>".format(fault.get("action", "Reset"))
+            part, count = re.subn(r"<gpu_recovery_action>[^<]*</gpu_recovery_action>", element, parts[index], count=1)
+            if not count:
+                part = re.sub(r"(</uuid>)", r"\1\n\t\t" + element, part, count=1)
+            parts[index] = part
+            text = "<gpu id=".join(parts)
+    return text
+
+
+def reset_recovery(index):
+    """A reset GPU's recovery action back at None (as the driver reports it), where it asked for a reset."""
+    current = faults()
+    after = [
+        dict(fault, action="None")
+        if int(fault["gpu"]) == index and any(w in str(fault.get("action", "")).lower() for w in ("reset", "drain"))
+        else fault
+        for fault in current.get("recovery_action", [])
+    ]
+    if after != current.get("recovery_action", after):
+        current["recovery_action"] = after
+        with open(FAULTS, "w") as handle:
+            json.dump(current, handle)
+
+
 def lose_gpus(text):
     """The last GPUs gone from the driver's view (a GPU that fell off the bus), under the driver
     version the fault names: "lost_gpus" {count, driver}."""
@@ -126,7 +159,7 @@ def lose_gpus(text):
 
 
 def xml_text():
-    text = lose_gpus(degrade_fabric(degrade_pcie(mig_xml(read("nvidia-smi-q-x.xml")))))
+    text = lose_gpus(recovery_actions(degrade_fabric(degrade_pcie(mig_xml(read("nvidia-smi-q-x.xml"))))))
     text = re.sub(r"<driver_version>[^<]*<", f"<driver_version>{DRIVER_VERSION}<", text)
     text = re.sub(r"<cuda_version>[^<]*<", f"<cuda_version>{CUDA_VERSION}<", text)
     return re.sub(r"<gsp_firmware_version>(?!N/A)[^<]*<", f"<gsp_firmware_version>{DRIVER_VERSION}<", text)
@@ -361,6 +394,7 @@ def gpu_reset(argv):
             return 255
         gpu = gpu_mig(state, index)
         take_mode(gpu, gpu["pending"])
+        reset_recovery(index)
         sys.stdout.write(f"GPU {bus} was successfully reset.\n")
     save_mig_state(state)
     sys.stdout.write("All done.\n")

@@ -13,11 +13,15 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 from ansible_collections.gpuops.cluster.plugins.module_utils import health as h
+from ansible_collections.gpuops.cluster.plugins.module_utils import node_state as ns
+from ansible_collections.gpuops.cluster.plugins.module_utils.dcgm import parse_dcgmi_health
+from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
 from conftest import GPUSIM, ROOT, load_script, profile_facts
 
 # The command the validate role installs beside the collection's code (roles/validate/files).
@@ -50,6 +54,8 @@ class FakeNode(cli.Node):
         self.profile = profile
         self.set_faults(faults or {})
         self.drained, self.reason, self.updates = drained, reason, []
+        # The rest of the fleet as sinfo prints it (the budget's count), and this node's boot.
+        self.fleet, self.boot, self.clock = [f"gpu-{n}|idle|none" for n in range(2, 21)], "boot-1", 1_800_000_000.0
         self.config = tmp_path / "health.json"
         self.state = tmp_path / "state.json"
         facts = profile_facts(profile)
@@ -74,10 +80,11 @@ class FakeNode(cli.Node):
     def set_faults(self, faults):
         self.faults.write_text(json.dumps(faults))
 
-    def run(self, argv):
+    def run(self, argv, timeout=None):
         if argv[0] == "sinfo":
             state = "drain" if self.drained else "idle"
-            return f"gpu-1|{state}|{self.reason if self.drained else 'none'}\n", None
+            line = f"gpu-1|{state}|{self.reason if self.drained else 'none'}\n"
+            return (line if "-n" in argv else line + "".join(f"{other}\n" for other in self.fleet)), None
         if argv[0] == "scontrol":
             self.updates.append(argv[2:])
             fields = dict(word.partition("=")[::2] for word in argv[2:])
@@ -101,6 +108,13 @@ class FakeNode(cli.Node):
             return None, f"`{' '.join(argv)}` exited {done.returncode}"
         return done.stdout, None
 
+    def file(self, path):
+        return f"{self.boot}\n" if path == "/proc/sys/kernel/random/boot_id" else super().file(path)
+
+    def now(self):
+        self.clock += 60
+        return self.clock
+
     def with_dcgm(self, listening):
         """DCGM installed (the stand-in dcgmi), its host engine a socket on a free port (closed: not running),
         and the check configured as the role writes it for this profile."""
@@ -118,7 +132,7 @@ class FakeNode(cli.Node):
 
 def records(node):
     config = h.load_config(node.config.read_text())
-    found, _state = h.node_checks(config, node.read, {}, "boot-1")
+    found, _faults, _recovery, _seen = h.node_checks(config, node.read, {}, "boot-1")
     return {(r["check"], r["subject"]): r["verdict"] for r in found}
 
 
@@ -159,20 +173,16 @@ def xid(number, line_number, gpu="0000:53:00"):
     return {"xid": number, "pci": gpu, "line": f"[{line_number}.0] NVRM: Xid (PCI:{gpu}): {number}, pid=1"}
 
 
-def test_a_fatal_xid_stays_until_a_reboot_or_a_clear_and_old_lines_are_not_counted_again():
-    state, outstanding, new = h.xid_state({}, "boot-1", [xid(13, 1), xid(79, 2)])
-    assert [x["xid"] for x in outstanding] == [79] and [x["xid"] for x in new] == [13, 79]
-    # The next check reads the same kernel log: nothing new, the fatal one still outstanding.
-    state, outstanding, new = h.xid_state(state, "boot-1", [xid(13, 1), xid(79, 2)])
-    assert [x["xid"] for x in outstanding] == [79] and new == []
-    # A person clears it after the repair: the old line is not counted again.
-    _cleared, outstanding, new = h.xid_state(state, "boot-1", [xid(13, 1), xid(79, 2)], clear=True)
-    assert outstanding == [] and new == []
+def test_xid_lines_are_counted_once_per_boot_and_the_memory_of_them_stays_bounded():
+    state, new = h.xid_seen({}, "boot-1", [xid(13, 1), xid(79, 2)])
+    assert [x["xid"] for x in new] == [13, 79]
+    # The next check reads the same kernel log: nothing new.
+    state, new = h.xid_seen(state, "boot-1", [xid(13, 1), xid(79, 2)])
+    assert new == []
     # A reboot starts over.
-    _state, outstanding, _new = h.xid_state(state, "boot-2", [])
-    assert outstanding == []
-    # The remembered lines stay bounded.
-    flood, _outstanding, _new = h.xid_state({}, "boot-1", [xid(13, n) for n in range(2000)])
+    _state, new = h.xid_seen(state, "boot-2", [xid(13, 1)])
+    assert [x["xid"] for x in new] == [13]
+    flood, _new = h.xid_seen({}, "boot-1", [xid(13, n) for n in range(2000)])
     assert len(flood["seen"]) == h._SEEN_LIMIT and len(json.dumps(flood)) < 20000
 
 
@@ -194,7 +204,11 @@ def test_a_fatal_xid_stays_until_a_reboot_or_a_clear_and_old_lines_are_not_count
 def test_it_drains_and_resumes_only_what_it_drained(failed, drained, reason, action):
     verdict = "fail" if failed else "pass"
     checks = [{"check": "gpu_count", "subject": "node", "verdict": verdict, "expected": 8, "measured": 7}]
-    assert h.decide(checks, drained, reason)[0] == action
+    before = ns.new_state("boot-1")
+    if drained and reason == "gpuops-health: gpu_count node":
+        before = ns.advance(before, [dict(checks[0], verdict="fail")], [], boot_id="boot-1", now=1)
+    state = ns.advance(before, checks, [], boot_id="boot-1", now=2)
+    assert ns.decide(state, drained, reason, h.PREFIX)[0] == action
 
 
 def test_slurm_mode_drains_then_re_reasons_then_resumes_its_own_drain(tmp_path, capsys):
@@ -206,7 +220,7 @@ def test_slurm_mode_drains_then_re_reasons_then_resumes_its_own_drain(tmp_path, 
     node.set_faults({})
     assert node.check() == 0 and not node.drained
     assert node.updates[-1] == ["NodeName=gpu-1", "State=RESUME"]
-    assert "resume: every check passes again (drained for: fabric GPU2)" in capsys.readouterr().out
+    assert "resume: every check it was drained for passed again, nothing owed" in capsys.readouterr().out
 
 
 def test_the_textfile_tells_prometheus_what_failed_and_whether_it_drained(tmp_path):
@@ -267,10 +281,12 @@ def test_slurm_mode_leaves_a_person_s_drain_as_it_is(tmp_path):
 
 def test_a_fatal_xid_keeps_the_node_drained_until_cleared(tmp_path):
     node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 3, "xid": 79}]})
-    assert node.check() == 0 and node.reason == "gpuops-health: xid GPU3"
-    node.set_faults({})  # the line leaves the kernel log (say, the ring buffer wrapped): still kept
-    assert node.check() == 0 and node.drained
+    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU3, xid GPU3"
+    node.set_faults({})  # the line leaves the kernel log (say, the ring buffer wrapped): still owed
+    assert node.check() == 0 and node.drained and node.reason == "gpuops-health: reboot GPU3"
     assert node.check("slurm", "--clear-xids") == 0 and not node.drained
+    history = json.loads(node.state.read_text())["node"]["history"]
+    assert any("cleared by a person" in event["detail"] for event in history)
 
 
 def test_npd_mode_answers_with_node_problem_detector_s_exit_codes(tmp_path, capsys):
@@ -293,15 +309,21 @@ def test_npd_mode_answers_with_node_problem_detector_s_exit_codes(tmp_path, caps
         ('{"pci_gpus": true}', "pci_gpus must be int"),
         ('{"hcas": "mlx5_0"}', "hcas must be list"),
         ('{"fabric": "Omni-Path"}', "fabric must be auto"),
+        ('{"budget_nodes": 0}', "budget_nodes (validate_health_budget_nodes) is 0"),
+        ('{"budget_percent": 150}', "budget_percent (validate_health_budget_percent) is 150"),
+        ('{"budget_percent": 0}', "budget_percent (validate_health_budget_percent) is 0"),
     ],
 )
-def test_bad_configuration_is_named_with_the_fix(tmp_path, capsys, text, words):
+def test_bad_configuration_is_named_with_the_fix_and_drains_the_node_it_cannot_check(tmp_path, capsys, text, words):
     node = FakeNode(tmp_path, "pcie-l40s")
     node.config.write_text(text)
-    # Slurm: exit 0 all the same (slurmd would not register), the reason on stderr; nothing changes.
-    assert node.check() == 0 and node.updates == []
+    # Slurm: exit 0 all the same (slurmd would not register), the reason on stderr; the node is drained
+    # with it (fail closed: a node that cannot be checked takes no job).
+    assert node.check() == 0
     err = capsys.readouterr().err
     assert words in err and "health_check" in err
+    assert node.updates[-1][1] == "State=DRAIN"
+    assert node.updates[-1][2].startswith("Reason=gpuops-health: cannot check: ") and words in node.updates[-1][2]
 
 
 def test_a_missing_configuration_names_the_entry_point_that_writes_it(tmp_path, capsys):
@@ -375,7 +397,13 @@ def test_the_installed_launcher_runs_with_the_node_s_python_and_no_ansible(tmp_p
     # No nvidia-smi here: the GPU check fails naming it, and the run still ends with its records.
     assert result["verdict"] == "fail"
     assert result["checks"][0]["reason"] == "nvidia-smi is not installed"
-    assert json.loads((tmp_path / "state.json").read_text())["outstanding"] == []
+    # A person's look (report mode) changes nothing, not even the state file; the node's own check keeps it.
+    assert not (tmp_path / "state.json").exists()
+    done = run_installed(
+        tmp_path, "--mode", "npd", "--config", str(tmp_path / "health.json"), "--state", str(tmp_path / "state.json")
+    )
+    assert done.returncode == h.NPD_NONOK and "Traceback" not in done.stderr, done.stderr
+    assert list(json.loads((tmp_path / "state.json").read_text())["node"]["failed"]) == ["gpu_count node"]
 
 
 @pytest.mark.parametrize("damage", ["missing", "not json", "no command"])
@@ -431,7 +459,7 @@ def hostengine():
 
 def dcgm_records(node):
     config = h.load_config(node.config.read_text())
-    found, _state = h.node_checks(config, node.read, {}, "boot-1")
+    found, _faults, _recovery, _seen = h.node_checks(config, node.read, {}, "boot-1")
     return [r for r in found if r["check"] == "dcgm_health"]
 
 
@@ -456,7 +484,7 @@ def test_a_dcgm_failure_drains_its_gpu_and_a_warning_does_not(tmp_path, hostengi
     assert (record["subject"], record["verdict"]) == ("GPU3", "fail")
     assert record["measured"] == f"Memory system: Failure: {message}"
     assert node.check() == 0
-    assert node.reason == "gpuops-health: dcgm_health GPU3"
+    assert node.reason == "gpuops-health: reset GPU3, dcgm_health GPU3"
     replays = "Detected more than 8 PCIe replays per minute for GPU 1 : 23"
     node.set_faults({"dcgm_health": {"gpu": 1, "system": "PCIe system", "health": "Warning", "message": replays}})
     (record,) = dcgm_records(node)
@@ -466,7 +494,13 @@ def test_a_dcgm_failure_drains_its_gpu_and_a_warning_does_not(tmp_path, hostengi
         f"PCIe system: Warning: {replays}",
     )
     node.check()
-    assert not node.drained  # a warning is not a reason to drain; the node this check drained is resumed
+    # A warning is no reason to drain, and the Failure's memory fault still owes its GPU a reset.
+    assert node.drained and node.reason == "gpuops-health: reset GPU3"
+    node.boot = "boot-2"  # the node rebooted: its GPUs were reset
+    (tmp_path / "dcgm-watches").write_text("pmitd")
+    node.set_faults({})
+    node.check()
+    assert not node.drained
     capsys.readouterr()
 
 
@@ -482,3 +516,165 @@ def test_dcgm_health_not_installed_is_a_skip_and_an_engine_that_does_not_answer_
         (record,) = dcgm_records(node)
     assert record["verdict"] == "warn"
     assert "unable to establish a connection" in record["reason"] and "nv-hostengine running?" in record["reason"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Resumed only on proof, fail closed, within the budget (issue 58): each test below failed on the
+# release before the node state machine.
+
+
+def test_xid_154_node_reboot_required_keeps_the_node_drained_until_it_reboots(tmp_path):
+    reboot = "0x2 (Node Reboot Required)"
+    node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 1, "xid": 154, "action": reboot}]})
+    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU1, xid GPU1"
+    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU1"  # same boot: still owed
+    node.set_faults({})
+    assert node.check() == 0 and node.drained
+    node.boot = "boot-2"  # the reboot, observed by a new boot id
+    assert node.check() == 0 and not node.drained
+    events = [e["event"] for e in json.loads(node.state.read_text())["node"]["history"]]
+    assert events == ["fault", "failed", "drain", "passed", "drain", "observed", "resume"]
+
+
+def test_xid_94_with_154_gpu_reset_required_stays_until_the_driver_says_the_gpu_was_reset(tmp_path):
+    """Xid 94 (contained ECC, RESTART_APP) alone warns; the 154 line after it asks for a GPU reset, and the
+    driver's recovery action says Reset until the GPU is reset (then None again)."""
+    reset = "0x1 (GPU Reset Required)"
+    faults = {"xid": [{"gpu": 4, "xid": 94}, {"gpu": 4, "xid": 154, "action": reset}],
+              "recovery_action": [{"gpu": 4, "action": "Reset"}]}  # fmt: skip
+    node = FakeNode(tmp_path, "dgx-h100", faults)
+    assert node.check() == 0
+    assert node.reason == "gpuops-health: reset GPU4, recovery_action GPU4, xid GPU4"
+    node.set_faults({"recovery_action": [{"gpu": 4, "action": "Reset"}]})
+    assert node.check() == 0 and node.reason == "gpuops-health: reset GPU4, recovery_action GPU4"
+    node.set_faults({})  # the driver says nothing now: no proof of a reset, and no recovery_action record
+    assert node.check() == 0 and node.reason == "gpuops-health: reset GPU4, recovery_action GPU4"
+    node.set_faults({"recovery_action": [{"gpu": 4, "action": "None"}]})  # after nvidia-smi -r, as the driver says
+    assert node.check() == 0 and not node.drained
+
+
+def test_the_stand_in_driver_s_recovery_action_is_none_once_the_gpu_is_reset(tmp_path):
+    node = FakeNode(tmp_path, "dgx-h100", {"recovery_action": [{"gpu": 4, "action": "Reset"}]})
+    assert records(node)[("recovery_action", "GPU4")] == "fail"
+    out, why = node.run(["nvidia-smi", "-i", "4", "-r"])
+    assert why is None and "successfully reset" in out, why
+    assert json.loads(node.faults.read_text())["recovery_action"] == [{"gpu": 4, "action": "None"}]
+    assert records(node)[("recovery_action", "GPU4")] == "pass"
+
+
+def test_a_dcgm_failure_survives_a_restart_of_the_host_engine(tmp_path, hostengine):
+    node = FakeNode(tmp_path, "pcie-l40s").with_dcgm(hostengine)
+    (tmp_path / "dcgm-watches").write_text("pmitd")
+    message = "Detected 2 volatile double-bit ECC error(s) in GPU 3."
+    node.set_faults({"dcgm_health": {"gpu": 3, "system": "Memory system", "health": "Failure", "message": message}})
+    assert node.check() == 0 and node.reason == "gpuops-health: reset GPU3, dcgm_health GPU3"
+    # nv-hostengine restarts: no watch is on, the check sets them and skips; DCGM forgot the incident.
+    (tmp_path / "dcgm-watches").unlink()
+    node.set_faults({})
+    assert node.check() == 0 and node.reason == "gpuops-health: reset GPU3, dcgm_health GPU3"
+    # The watches read Healthy now: the check passed, the memory fault still owes its GPU a reset.
+    assert node.check() == 0 and node.reason == "gpuops-health: reset GPU3"
+
+
+def test_report_mode_changes_nothing_so_slurmd_s_check_still_sees_the_xid(tmp_path):
+    node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 3, "xid": 79}]})
+    assert node.check("report") == 1
+    assert not node.state.exists()
+    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU3, xid GPU3"
+
+
+def test_a_check_that_skips_does_not_resume_the_node_drained_for_it(tmp_path):
+    node = FakeNode(tmp_path, "dgx-h100", {"ib_rate": {"mlx5_4": 200}})
+    assert node.check() == 0 and node.reason.startswith("gpuops-health: ib_ports")
+    (node.bin / "ibstat").unlink()  # ibstat gone: ib_ports cannot measure
+    node.set_faults({})
+    assert node.check() == 0 and node.drained
+    (node.bin / "ibstat").write_text(stand_in(GPUSIM / "bin" / "ibstat"))
+    (node.bin / "ibstat").chmod(0o755)
+    assert node.check() == 0 and not node.drained
+
+
+def test_checks_cut_from_the_drain_reason_must_pass_before_the_node_resumes(tmp_path):
+    every_port = {f"mlx5_{n}": 200 for n in range(12) if n != 4}  # seven compute ports under their rate
+    fabric = [{"gpu": g, "state": "In Progress", "status": "N/A"} for g in range(8)]
+    node = FakeNode(tmp_path, "dgx-h100", {"ib_rate": every_port, "fabric": fabric})
+    assert node.check() == 0 and len(node.reason) <= 200 and node.reason.endswith(" more")
+    assert "mlx5_11" not in node.reason
+    node.set_faults({"ib_rate": {"mlx5_11": 200}})  # only a check the reason had no room for still fails
+    assert node.check() == 0 and node.drained and node.reason == "gpuops-health: ib_ports mlx5_11:1"
+    node.set_faults({})
+    assert node.check() == 0 and not node.drained
+
+
+def test_a_check_past_its_deadline_drains_the_node_saying_so(tmp_path, monkeypatch, capsys):
+    node = FakeNode(tmp_path, "dgx-h100")
+    monkeypatch.setattr(h, "DEADLINE_S", 1)
+    slow = node.read
+
+    def hung(check, argv):
+        if argv[0] == "ibstat":
+            time.sleep(3)
+        return slow(check, argv)
+
+    monkeypatch.setattr(node, "read", hung)
+    assert node.check() == 0
+    assert node.reason == "gpuops-health: cannot check: the checks took more than 1 s"
+    assert "cannot check this node" in capsys.readouterr().err
+    monkeypatch.setattr(node, "read", slow)
+    assert node.check() == 0 and not node.drained  # a whole check that passes proves it again
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"body": {"Overall Health": {"value": "Failure"}, "GPU": {"children": {"0": {"value": "Failure", '
+        '"children": ["Errors"]}}}}}',
+        '{"body": {"Overall Health": {"value": "Failure"}, "GPU": {"children": {"0": {"value": "Failure", '
+        '"children": {"Errors": ["x"]}}}}}}',
+        '{"body": {"Overall Health": {"value": "Healthy"}, "GPU": {"children": {"0": "Healthy"}}}}',
+    ],
+)
+def test_a_dcgmi_answer_of_another_shape_is_a_parse_error_not_a_traceback(answer):
+    with pytest.raises(ParseError, match="dcgmi health -c -j"):
+        parse_dcgmi_health(answer)
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '{"seen": 5, "outstanding": 7}', '{"node": [], "xids": 3}', "{", "7"])
+def test_a_state_file_of_another_shape_keeps_a_node_it_drained_drained(tmp_path, text):
+    node = FakeNode(tmp_path, "dgx-h100", drained=True, reason="gpuops-health: xid GPU3")
+    node.state.write_text(text)
+    assert node.check() == 0
+    assert node.drained and node.reason == "gpuops-health: reboot node", node.reason
+    assert node.check("slurm", "--clear-xids") == 0 and not node.drained
+
+
+def test_a_state_file_of_the_release_before_keeps_its_outstanding_xids(tmp_path):
+    node = FakeNode(tmp_path, "dgx-h100", drained=True, reason="gpuops-health: xid GPU3")
+    line = "[3600.0] NVRM: Xid (PCI:0000:9c:00): 79, pid=1, GPU has fallen off the bus."
+    node.state.write_text(json.dumps({"boot_id": "boot-1", "seen": ["ab"], "outstanding": [
+        {"xid": 79, "pci": "0000:9c:00", "line": line}]}))  # fmt: skip
+    assert node.check() == 0 and node.reason == "gpuops-health: reboot 0000:9c:00"
+    node.boot = "boot-2"
+    assert node.check() == 0 and not node.drained
+
+
+def test_the_budget_keeps_a_failing_node_in_service_when_the_fleet_has_enough_out(tmp_path, capsys):
+    node = FakeNode(tmp_path, "dgx-h100", {"lost_gpus": {"count": 1}})
+    folder = tmp_path / "node-exporter"
+    folder.mkdir()
+    config = json.loads(node.config.read_text())
+    node.config.write_text(json.dumps(dict(config, textfile_dir=str(folder), budget_nodes=8, budget_percent=10)))
+    # 20 nodes: 10 % is 2, both out already by automation (a person's drain does not count).
+    node.fleet[:3] = ["gpu-2|drain|gpuops-health: xid GPU1", "gpu-3|down*|gpuops-validate: nvlink GPU0",
+                      "gpu-4|drain|cable check"]  # fmt: skip
+    assert node.check() == 0 and not node.drained and node.updates == []
+    out = capsys.readouterr().out
+    assert "refused: not drained: the blast-radius budget is spent: 2 nodes of 20" in out and "gpu-2, gpu-3" in out
+    assert "gpuops_health_budget_refused 1" in (folder / h.TEXTFILE).read_text()
+    node.fleet[1] = "gpu-3|idle|none"  # one of them back in service: room for this node
+    assert node.check() == 0 and node.reason == "gpuops-health: gpu_count node"
+    assert "gpuops_health_budget_refused 0" in (folder / h.TEXTFILE).read_text()
+    # Drained already: a narrower or wider reason costs nothing more.
+    node.fleet[1] = "gpu-3|drain|gpuops-health: ecc GPU0"
+    node.set_faults({"lost_gpus": {"count": 1}, "fabric": [{"gpu": 0, "state": "In Progress", "status": "N/A"}]})
+    assert node.check() == 0 and node.reason == "gpuops-health: fabric GPU0, gpu_count node"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.gpuops.cluster.plugins.module_utils import dcgm, nccl_tests, nvidia_smi
+from ansible_collections.gpuops.cluster.plugins.module_utils import dcgm, fleet, nccl_tests, nvidia_smi
 from ansible_collections.gpuops.cluster.plugins.module_utils import report as r
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
 from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts
@@ -542,3 +542,36 @@ def test_an_unhealthy_fabric_summary_warns_without_failing():
     # kubernetes-sigs/dra-driver-nvidia-gpu#626: Completed, Success, Summary Unhealthy.
     records = v.check_fabric([_fabric_gpu(0, "Completed", "Success", "Unhealthy")], 0)
     assert [(r["subject"], r["verdict"]) for r in records] == [("all GPUs", "pass"), ("GPU0", "warn")]
+
+
+@pytest.mark.parametrize(
+    ("recorded", "resumed"),
+    [
+        # The fleet state kept the full set: ib_ports, cut from the reason, skips now, which proves nothing.
+        ({"n1": {"failed_checks": ["nvlink", "pcie", "ib_ports"]}}, False),
+        # No record of the full set and a reason that was cut: every check of this run must pass.
+        ({}, False),
+        ({"n1": {"failed_checks": ["nvlink", "pcie"]}}, True),
+    ],
+)
+def test_checks_cut_from_validation_s_drain_reason_must_pass_before_the_node_resumes(
+    controller, tmp_path, recorded, resumed
+):
+    args = _report_args(tmp_path, recorded=recorded)
+    args["nodes"]["n1"]["drained"] = (
+        "gpuops-validate: nvlink GPU0, " + ", ".join(f"pcie GPU{n}" for n in range(30))[:150] + "..."
+    )
+    skipped = v.record("ib_ports", "node", None, None, "skip", "no compute fabric port on this node")
+    args["nodes"]["n1"]["checks"] = args["nodes"]["n1"]["checks"] + [skipped]
+    result = run_module(validation_report.main, args).result
+    assert (result["resume"] == ["n1"]) is resumed
+    if not resumed:
+        assert "ib_ports" in result["records"]["n1"]["failed_checks"]
+
+
+def test_the_fleet_state_keeps_the_full_set_of_failed_checks(controller, tmp_path):
+    result = run_module(validation_report.main, _report_args(tmp_path)).result
+    assert result["records"]["n2"]["failed_checks"] == ["pcie"]
+    fleet.check_section("validation", result["records"]["n2"], "n2", None)
+    with pytest.raises(fleet.FleetError, match="failed_checks is not a list of check names"):
+        fleet.check_section("validation", dict(result["records"]["n2"], failed_checks="pcie"), "n2", "x.json")

@@ -1,0 +1,407 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node state machine: what a node owes before it takes work again, and the blast-radius budget.
+
+Whoever takes a node out goes through here: the health check under slurmd (``gpuops-health``),
+validation (``validation_report``) and the slurm role's leave. A node's state holds
+
+- ``failed``: every check it failed since it was last healthy, by ``"check subject"``, kept
+  outside the drain reason (which Slurm cuts at a length). An entry goes only when that check has
+  *passed* again (:func:`proven`): a skip, a warning, a check that did not run prove nothing.
+- ``owed``: the recovery actions its faults call for, by ``"action subject"``: ``reset`` (the GPU),
+  ``reboot`` (the node) or ``inspect`` (a person: power, cooling, an InfoROM). One goes only when
+  it is observed (:func:`advance`): a reboot by a new boot id (``/proc/sys/kernel/random/boot_id``);
+  a GPU reset by a new boot id, or, for a reset the driver asked for, by the driver's own
+  recovery action (``nvidia-smi -q -x``'s ``gpu_recovery_action``) back at ``None``; any of
+  them by a person's ``--clear-xids`` (recorded as such).
+- ``history``: the last events with their times (fault, drained, observed, cleared, resumed).
+
+The transitions (:data:`TRANSITIONS`) are data, printed in the docs; :func:`decide` applies them.
+Everything here is pure: reading the node and calling Slurm are the callers'.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+SCHEMA = 1
+# What each recovery action is, and what observes it.
+ACTIONS = {
+    "reset": "a GPU reset (nvidia-smi -r once idle, or a reboot)",
+    "reboot": "a reboot of the node",
+    "inspect": "a person's inspection (power, cooling, the board): --clear-xids once repaired",
+}
+# A fault's action, strongest first: a reboot also resets every GPU.
+_ORDER = ("inspect", "reboot", "reset")
+_HISTORY_LIMIT = 64
+_ENTRY_LIMIT = 256
+
+# The states and events, and who acts: the docs print this table.
+TRANSITIONS = (
+    (
+        "in service",
+        "a check fails, or a fault owes a reset, reboot or inspection",
+        "drained",
+        "gpuops-health / validation",
+    ),
+    ("in service", "the check cannot run (deadline, an unexpected error)", "drained (cannot check)", "gpuops-health"),
+    ("in service", "the fleet's budget is spent", "in service, refused (alert)", "gpuops-health"),
+    ("drained", "a failed check passes again, others outstanding", "drained (reason narrowed)", "gpuops-health"),
+    ("drained", "a check skips, warns or does not run", "drained (not proof)", "gpuops-health"),
+    ("drained", "a new boot id", "drained, reset and reboot observed", "gpuops-health"),
+    ("drained", "the driver's recovery action back at None", "drained, reset observed", "gpuops-health"),
+    ("drained", "--clear-xids", "drained, every owed action cleared", "a person"),
+    ("drained", "every failed check passed, nothing owed", "in service (resumed)", "gpuops-health / validation"),
+    ("drained by another", "anything", "left as it is (recorded)", "a person, a rollout"),
+)
+
+# DCGM's health systems (``dcgmi health -c``: "Memory system", "PCIe system"...) and what a
+# Failure incident of each owes. Memory (double-bit ECC, row-remap failure) and the GPU's own units
+# are cured by a reset (NVIDIA's memory error management: "reset the GPU using nvidia-smi -r");
+# PCIe link faults and the driver need the node rebooted; thermal, power and InfoROM faults need a
+# person. A system not listed owes a reboot (the strongest automatic cure).
+DCGM_SYSTEMS = {
+    "memory": "reset",
+    "sm": "reset",
+    "pmu": "reset",
+    "mcu": "reset",
+    "nvlink": "reset",
+    "pcie": "reboot",
+    "driver": "reboot",
+    "nvswitch": "reboot",
+    "thermal": "inspect",
+    "power": "inspect",
+    "inforom": "inspect",
+}
+# The driver's recovery action (``gpu_recovery_action``; NVML's nvmlGpuRecoveryAction_t) and what it owes.
+RECOVERY_ACTIONS = {
+    "reset": "reset",
+    "drain p2p": "reset",
+    "drain and reset": "reset",
+    "bus reset": "reboot",
+    "reboot": "reboot",
+    "node reboot": "reboot",
+    "system reboot": "reboot",
+}
+
+
+class StateError(ValueError):
+    """Budget settings that cannot be used: the message names the variable and the fix."""
+
+
+def new_state(boot_id=""):
+    return {"schema": SCHEMA, "boot_id": boot_id, "failed": {}, "owed": {}, "history": []}
+
+
+def load(data, boot_id=""):
+    """``(state, note)``: a state read back, or a new one (``note`` says why) where the data is not
+    one this module wrote. Entries of a wrong shape are dropped; nothing here raises."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        return new_state(boot_id), (None if data in ({}, None) else "the state file was of another shape")
+    state = new_state(str(data.get("boot_id") or ""))
+    for part in ("failed", "owed"):
+        entries = data.get(part)
+        if isinstance(entries, dict):
+            state[part] = {
+                str(key): entry
+                for key, entry in list(entries.items())[:_ENTRY_LIMIT]
+                if isinstance(entry, dict) and isinstance(entry.get("subject"), str)
+            }
+    history = data.get("history")
+    if isinstance(history, list):
+        state["history"] = [e for e in history if isinstance(e, dict)][-_HISTORY_LIMIT:]
+    for key, entry in list(state["owed"].items()):
+        if entry.get("action") not in ACTIONS:
+            state["owed"][key] = dict(entry, action="reboot")
+    return state, None
+
+
+def xid_action(number, line="", catalogue=None):  # noqa: PLR0911 - one return per catalogue action
+    """What an Xid owes (``reset``, ``reboot``, ``inspect``) or None, from the catalogue entry
+    (``"description; IMMEDIATE_ACTION"``: :data:`validation.FATAL_XIDS`) or, for Xid 154, from the
+    recovery the driver states in its line ("... to 0x2 (Node Reboot Required)")."""
+    if number == 154:
+        stated = re.search(r"\bto\s+0x[0-9A-Fa-f]+\s+\(([^)]*)\)", line or "")
+        text = stated.group(1).lower() if stated else ""
+        if "reboot" in text:
+            return "reboot"
+        if "reset" in text or "drain" in text:
+            return "reset"
+        return None
+    if catalogue is None:
+        return None
+    _description, _sep, action = catalogue.partition("; ")
+    if action in ("RESTART_BM", "RESTART_VM"):
+        return "reboot"
+    if action == "CHECK_MECHANICALS":
+        return "inspect"
+    # RESET_GPU, WORKFLOW_XID_48, the NVLink workflows, and the archive's Xids for older GPUs.
+    return "reset"
+
+
+def dcgm_action(system):
+    """What a DCGM health Failure of ``system`` ("Memory system") owes."""
+    key = re.sub(r"\s+system$", "", str(system or "").strip().lower())
+    key = key.replace(" ", "")
+    for name, action in DCGM_SYSTEMS.items():
+        if key.startswith(name):
+            return action
+    return "reboot"
+
+
+def recovery_action(value):
+    """What the driver's recovery action owes, or None for ``None``/absent (an unknown value: a reboot)."""
+    if value is None or str(value).strip().lower() in ("", "none", "n/a"):
+        return None
+    return RECOVERY_ACTIONS.get(str(value).strip().lower(), "reboot")
+
+
+def fault(action, subject, why, source="check"):
+    """An owed action this run found: ``source`` is ``driver`` where the driver's own recovery action
+    asked for it (so that the driver, back at None, observes it)."""
+    return {"action": action, "subject": subject, "why": why, "source": source}
+
+
+def _whole(subject):
+    """A record about the whole node or every device ("node", "all GPUs", "8 InfiniBand port(s)")."""
+    return subject == "node" or str(subject).startswith("all ") or " " in str(subject)
+
+
+def proven(check, subject, records):
+    """Whether ``check`` passed again this run for ``subject``: the records about ``subject`` all
+    passed; where none names it (a GPU's fault, "all GPUs" now; one port of several still failing),
+    the check ran (it has records), skipped nothing, and nothing about the whole node failed or
+    warned (a warning about the whole node is a check that could not measure: no proof)."""
+    mine = [r for r in records if r.get("check") == check]
+    if not mine:
+        return False
+    about = [r for r in mine if r.get("subject") == subject]
+    if about:
+        return all(r.get("verdict") == "pass" for r in about)
+    return not any(
+        r.get("verdict") == "skip" or (_whole(r.get("subject")) and r.get("verdict") != "pass") for r in mine
+    )
+
+
+def _event(state, now, event, detail=""):
+    state["history"].append({"t": round(float(now), 3), "event": event, "detail": str(detail)[:300]})
+    del state["history"][:-_HISTORY_LIMIT]
+
+
+def advance(state, records, faults, *, boot_id, now, recovery=None, clear=False, complete=True):
+    """The state after this run: ``records`` (the checks that ran), ``faults`` (the owed actions they
+    found: :func:`fault`), ``recovery`` (GPU label -> the driver's recovery action now, where it
+    reports one), ``clear`` (a person cleared every owed action), ``complete`` (every check ran; a
+    run cut short adds a ``cannot_check`` failure instead, which only a complete run takes away).
+    Returns a new state; the input is not changed."""
+    state = {
+        "schema": SCHEMA,
+        "boot_id": state.get("boot_id", ""),
+        "failed": dict(state.get("failed") or {}),
+        "owed": dict(state.get("owed") or {}),
+        "history": list(state.get("history") or []),
+    }
+    rebooted = bool(state["boot_id"]) and bool(boot_id) and boot_id != state["boot_id"]
+    if boot_id:
+        state["boot_id"] = boot_id
+    for key, entry in list(state["owed"].items()):
+        observed = None
+        if rebooted and entry["action"] in ("reset", "reboot"):
+            observed = "reboot observed (a new boot id)"
+        elif (
+            entry["action"] == "reset"
+            and entry.get("source") == "driver"
+            and recovery is not None
+            and entry["subject"] in recovery
+            and recovery_action(recovery[entry["subject"]]) is None
+        ):
+            observed = "reset observed (the driver's recovery action is None again)"
+        elif clear:
+            observed = "cleared by a person (--clear-xids)"
+        if observed:
+            del state["owed"][key]
+            _event(state, now, "observed", f"{key}: {observed}")
+    for item in faults:
+        key = f"{item['action']} {item['subject']}"
+        if key not in state["owed"]:
+            state["owed"][key] = {**item, "since": round(float(now), 3), "boot_id": boot_id}
+            _event(state, now, "fault", f"{key}: {item['why']}")
+    for record in records:
+        if record.get("verdict") != "fail":
+            continue
+        key = f"{record['check']} {record['subject']}"
+        if key not in state["failed"]:
+            state["failed"][key] = {
+                "check": record["check"],
+                "subject": str(record["subject"]),
+                "measured": str(record.get("measured"))[:200],
+                "since": round(float(now), 3),
+            }
+            _event(state, now, "failed", key)
+    for key, entry in list(state["failed"].items()):
+        if entry["check"] == "cannot_check":
+            if complete:
+                del state["failed"][key]
+                _event(state, now, "passed", key)
+        elif complete and proven(entry["check"], entry["subject"], records):
+            del state["failed"][key]
+            _event(state, now, "passed", key)
+    for part in ("failed", "owed"):
+        if len(state[part]) > _ENTRY_LIMIT:
+            state[part] = dict(sorted(state[part].items(), key=lambda kv: kv[1].get("since", 0))[-_ENTRY_LIMIT:])
+    return state
+
+
+def cannot_check(state, why, *, now):
+    """The state after a run that could not check the node (its deadline, an unexpected error)."""
+    state = advance(state, [], [], boot_id=state.get("boot_id", ""), now=now, complete=False)
+    key = "cannot_check node"
+    if key not in state["failed"]:
+        state["failed"][key] = {"check": "cannot_check", "subject": "node", "measured": str(why)[:200], "since": now}
+        _event(state, now, "cannot check", why)
+    else:
+        state["failed"][key]["measured"] = str(why)[:200]
+    return state
+
+
+def outstanding(state):
+    """Everything the node still owes, in order: its owed actions (strongest first), then its failed checks."""
+    owed = sorted(state["owed"], key=lambda k: (_ORDER.index(state["owed"][k]["action"]), _natural(k)))
+    failed = sorted(state["failed"], key=lambda k: (k != "cannot_check node", _natural(k)))
+    return owed + failed
+
+
+def _natural(text):
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+def owed_records(state, record):
+    """One failed record per owed action (check ``recovery``), so that what a node owes shows where
+    its failed checks do (the command's output, the textfile, node-problem-detector)."""
+    out = []
+    for key in outstanding(state):
+        if key not in state["owed"]:
+            continue
+        entry = state["owed"][key]
+        out.append(
+            record(
+                "recovery",
+                entry["subject"],
+                "no reset, reboot or inspection owed",
+                f"{entry['action']} owed: {entry['why']}"[:200],
+                "fail",
+                f"outstanding until {ACTIONS[entry['action']]} is observed",
+            )
+        )
+    return out
+
+
+def reason(state, prefix, limit=200):
+    """The drain reason: ``prefix`` and what the node owes (``reset GPU3, xid GPU3``), cut at ``limit``
+    with ``+N more``; the whole set stays in the state."""
+    keys = [
+        f"cannot check: {state['failed'][key]['measured']}" if key == "cannot_check node" else key
+        for key in outstanding(state)
+    ]
+    text = prefix + ", ".join(keys)
+    if len(text) <= limit:
+        return text
+    shown = []
+    for index, key in enumerate(keys):
+        rest = len(keys) - index - 1
+        candidate = prefix + ", ".join([*shown, key]) + (f", +{rest} more" if rest else "")
+        if len(candidate) > limit:
+            break
+        shown.append(key)
+    if not shown:
+        rest = len(keys) - 1
+        more = f", +{rest} more" if rest else ""
+        return prefix + keys[0][: max(limit - len(prefix) - len(more) - 3, 0)] + "..." + more
+    return (prefix + ", ".join([*shown, f"+{len(keys) - len(shown)} more"]))[:limit]
+
+
+def decide(state, drained, reason_now, prefix):
+    """``(action, why)`` on Slurm from the node's state and its Slurm state now (``drained``: it has
+    the DRAIN flag; ``reason_now``: its reason). ``drain`` (``why`` is the reason), ``resume`` (every
+    failed check passed, nothing owed), ``keep`` (outstanding and drained already, by this check with
+    the same reason or by someone else) or ``none``."""
+    ours = (reason_now or "").startswith(prefix)
+    if outstanding(state):
+        wanted = reason(state, prefix)
+        if drained and not ours:
+            return "keep", f"drained already for another reason ({reason_now}); not changed. Outstanding: {wanted}"
+        if drained and reason_now == wanted:
+            return "keep", wanted
+        return "drain", wanted
+    if drained and ours:
+        return "resume", f"every check it was drained for passed again, nothing owed (was: {reason_now})"
+    return "none", "healthy" if not drained else f"healthy; drained by someone else ({reason_now}), left drained"
+
+
+# ---------------------------------------------------------------------------------------------
+# The blast-radius budget
+
+# Defaults: at most 10 % of the fleet, and never more than 8 nodes, out at once by automation.
+# Published fleet studies put GPU node faults at a few per thousand GPUs per day (Meta's Llama 3
+# report: 419 unexpected interruptions in 54 days on 16,384 GPUs, about one per 2,000 nodes an
+# hour), so more than a handful of nodes out at once is a shared cause (a driver, the fabric, power,
+# a bad check) that draining more nodes would not cure.
+BUDGET_NODES = 8
+BUDGET_PERCENT = 10
+
+
+def budget_problems(nodes, percent, names=("nodes", "percent")):
+    """Each problem of a budget's settings, naming the variable (``names``) and the fix."""
+    problems = []
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
+        problems.append(
+            f"{names[0]} is {nodes!r}: it must be a whole number of nodes of 1 or more (0 would forbid every "
+            "automatic drain; to stop them, say so in the check's mode instead)"
+        )
+    if isinstance(percent, bool) or not isinstance(percent, (int, float)) or not 0 < percent <= 100:
+        problems.append(f"{names[1]} is {percent!r}: it must be a share of the fleet above 0 and at most 100 (%)")
+    return problems
+
+
+def budget_limit(fleet, nodes=BUDGET_NODES, percent=BUDGET_PERCENT):
+    """How many nodes automation may hold out at once in a fleet of ``fleet`` nodes: the smaller of
+    ``nodes`` and ``percent`` of the fleet, at least one."""
+    return max(1, min(int(nodes), math.floor(fleet * float(percent) / 100 + 1e-9)))
+
+
+AUTOMATIC_PREFIXES = ("gpuops-health:", "gpuops-validate:", "gpuops:", "gpuops ")
+_OUT_STATES = ("drain", "drng", "down", "fail", "maint", "reboot", "powered_down", "power_down")
+
+
+def fleet_out(text):
+    """``(fleet, out)`` from ``sinfo -h -N -o '%N|%t|%E'``: the fleet's node names, and those out of
+    service by this collection's automation (drained, draining, down or rebooting with a reason of its own)."""
+    fleet, out = set(), set()
+    for line in (text or "").splitlines():
+        node, _sep, rest = line.strip().partition("|")
+        state, _sep, why = rest.partition("|")
+        if not node:
+            continue
+        fleet.add(node)
+        base = state.strip().rstrip("*~#!%$@^-+").lower()
+        if base.startswith(_OUT_STATES) and why.strip().startswith(AUTOMATIC_PREFIXES):
+            out.add(node)
+    return fleet, out
+
+
+def budget(text, node, nodes=BUDGET_NODES, percent=BUDGET_PERCENT):
+    """``(allowed, why)``: whether automation may take ``node`` out now, from the fleet as sinfo
+    prints it (:func:`fleet_out`). A node out already costs nothing more."""
+    fleet, out = fleet_out(text)
+    fleet.add(node)
+    limit = budget_limit(len(fleet), nodes, percent)
+    others = sorted(out - {node}, key=_natural)
+    if node in out or len(others) < limit:
+        return True, f"{len(others)} of {limit} nodes out by automation ({len(fleet)} in the fleet)"
+    shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+    return False, (
+        f"the blast-radius budget is spent: {len(others)} nodes of {len(fleet)} are out by automation "
+        f"({shown}), the limit is {limit} (the smaller of {nodes} nodes and {percent} % of the fleet); "
+        "look for a shared cause, then resume or repair those nodes"
+    )

@@ -1,0 +1,121 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node state machine: what each fault owes, what observes it, the drain reason, the budget."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible_collections.gpuops.cluster.plugins.module_utils import node_state as ns
+from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+PREFIX = "gpuops-health: "
+
+
+@pytest.mark.parametrize(
+    ("xid", "line", "action"),
+    [
+        (79, "", "reboot"),  # RESTART_BM
+        (48, "", "reset"),  # WORKFLOW_XID_48
+        (119, "", "reset"),  # RESET_GPU
+        (54, "", "inspect"),  # CHECK_MECHANICALS
+        (151, "", "reboot"),  # RESTART_VM
+        (13, "", None),  # RESTART_APP: not in the fatal list
+        (154, "154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)", "reboot"),
+        (154, "154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)", "reset"),
+        (154, "154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)", None),
+    ],
+)
+def test_each_xid_owes_its_catalogue_action(xid, line, action):
+    assert ns.xid_action(xid, line, v.FATAL_XIDS.get(xid)) == action
+
+
+@pytest.mark.parametrize(
+    ("system", "action"),
+    [("Memory system", "reset"), ("NVLink system", "reset"), ("PCIe system", "reboot"),
+     ("Thermal system", "inspect"), ("InfoROM system", "inspect"), ("something new", "reboot")],
+)  # fmt: skip
+def test_each_dcgm_system_owes_its_cure(system, action):
+    assert ns.dcgm_action(system) == action
+
+
+def fail(check, subject):
+    return v.record(check, subject, "x", "y", "fail")
+
+
+def test_a_reboot_is_observed_by_a_new_boot_id_and_a_driver_reset_by_its_recovery_action():
+    state = ns.advance(
+        ns.new_state("b1"),
+        [fail("xid", "GPU1"), fail("recovery_action", "GPU2")],
+        [ns.fault("reboot", "GPU1", "Xid 79"), ns.fault("reset", "GPU2", "Reset", "driver")],
+        boot_id="b1",
+        now=1,
+    )
+    assert ns.outstanding(state) == ["reboot GPU1", "reset GPU2", "recovery_action GPU2", "xid GPU1"]
+    passing = [
+        v.record("xid", "all GPUs", "x", "none", "pass"),
+        v.record("recovery_action", "GPU2", "None", "None", "pass"),
+    ]
+    state = ns.advance(state, passing, [], boot_id="b1", now=2, recovery={"GPU2": "None"})
+    assert ns.outstanding(state) == ["reboot GPU1"]
+    assert ns.decide(state, True, "gpuops-health: reboot GPU1", PREFIX) == ("keep", "gpuops-health: reboot GPU1")
+    state = ns.advance(state, passing, [], boot_id="b2", now=3)
+    assert ns.outstanding(state) == []
+    assert ns.decide(state, True, "gpuops-health: reboot GPU1", PREFIX)[0] == "resume"
+
+
+def test_a_check_cut_short_adds_cannot_check_which_only_a_whole_check_takes_away():
+    state = ns.cannot_check(ns.new_state("b1"), "the checks took more than 40 s", now=1)
+    assert ns.reason(state, PREFIX) == "gpuops-health: cannot check: the checks took more than 40 s"
+    state = ns.advance(state, [], [], boot_id="b1", now=2, complete=False)
+    assert ns.outstanding(state) == ["cannot_check node"]
+    state = ns.advance(state, [v.record("gpu_count", "node", 8, 8, "pass")], [], boot_id="b1", now=3)
+    assert ns.outstanding(state) == []
+
+
+def test_the_reason_fits_slurm_s_length_and_the_state_keeps_the_whole_set():
+    records = [fail("ib_ports", f"mlx5_{n}:1") for n in range(40)]
+    state = ns.advance(ns.new_state("b1"), records, [], boot_id="b1", now=1)
+    reason = ns.reason(state, PREFIX)
+    assert len(reason) <= 200 and reason.endswith(" more") and len(state["failed"]) == 40
+
+
+@pytest.mark.parametrize(
+    ("nodes", "percent", "fleet", "limit"),
+    [(8, 10, 1000, 8), (8, 10, 40, 4), (8, 10, 4, 1), (2, 100, 4, 2), (8, 50, 3, 1)],
+)
+def test_the_budget_is_the_smaller_of_its_nodes_and_its_share_and_at_least_one(nodes, percent, fleet, limit):
+    assert ns.budget_limit(fleet, nodes, percent) == limit
+
+
+@pytest.mark.parametrize(("nodes", "percent"), [(0, 10), (-1, 10), (8, 0), (8, 150), (True, 10), (8, "10")])
+def test_a_budget_that_cannot_be_used_is_named(nodes, percent):
+    problems = ns.budget_problems(nodes, percent, ("validate_health_budget_nodes", "validate_health_budget_percent"))
+    assert problems and all(p.startswith("validate_health_budget_") for p in problems)
+
+
+def test_only_the_collection_s_own_reasons_count_against_the_budget():
+    text = "a|drain|gpuops-health: xid GPU1\nb|down*|gpuops-validate: nvlink\nc|drain|cable check\nd|idle|none\n"
+    assert ns.fleet_out(text) == ({"a", "b", "c", "d"}, {"a", "b"})
+    assert ns.budget(text, "d", nodes=2, percent=100)[0] is False
+    assert ns.budget(text, "a", nodes=2, percent=100)[0] is True  # out already: costs nothing more
+
+
+SCALARS = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
+STORED = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(STORED)
+def test_any_stored_state_loads_without_an_exception_and_stays_bounded(data):
+    state, _note = ns.load(data, "b1")
+    state = ns.advance(state, [fail("gpu_count", "node")], [ns.fault("reset", "GPU0", "x")], boot_id="b1", now=1)
+    assert len(json.dumps(state)) < 200_000
+    assert ns.decide(state, False, "", PREFIX)[0] == "drain"
