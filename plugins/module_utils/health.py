@@ -48,6 +48,10 @@ STATE = "/var/lib/gpuops/health-state.json"
 DEADLINE_S = 40
 COMMAND_TIMEOUT_S = 10
 SLURM_TIMEOUT_S = 5
+# The GPU reset step runs only while the check is younger than RESET_AFTER_S, under RESET_TIMEOUT_S,
+# so that the whole check with its Slurm calls stays inside slurmd's 60 s.
+RESET_AFTER_S = 30
+RESET_TIMEOUT_S = 15
 # Xid lines remembered as read, so that the next check counts only new ones (bounded: a kernel log
 # that floods with Xids does not grow the state file).
 _SEEN_LIMIT = 512
@@ -71,8 +75,10 @@ def load_config(text, path=CONFIG):
         raise ConfigError(
             f"{path} holds {type(config).__name__}, not an object; run the health_check entry point again"
         )
-    for key, kind in (("pci_gpus", int), ("nvswitch_count", int), ("hcas", list), ("hca_pci", list)):
-        if not isinstance(config.get(key, kind()), kind) or isinstance(config.get(key), bool):
+    checks = (("pci_gpus", int), ("nvswitch_count", int), ("hcas", list), ("hca_pci", list), ("repair_reset", bool))
+    for key, kind in checks:
+        value = config.get(key, kind())
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise ConfigError(f"{path}: {key} must be {kind.__name__}; run the health_check entry point again")
     if config.get("fabric", "auto") not in ("auto", "InfiniBand", "Ethernet", "none"):
         raise ConfigError(
@@ -284,6 +290,18 @@ def reason_for(records, limit=200):
     """The failed checks of one run as a reason (``gpuops-health: gpu_count node, xid GPU2``):
     node-problem-detector's message; Slurm's drain reason is the node state's (:func:`node_state.reason`)."""
     return v.drain_reason(records, limit).replace("gpuops-validate: ", PREFIX, 1)
+
+
+def parse_node_line(text, node):
+    """``(state, reason)`` of ``node`` from ``sinfo -h -N -n NODE -o '%N|%t|%E'``: the compact state
+    (``idle``, ``drain``: drained and idle, ``drng``: draining with jobs, ``mix``, ``alloc``...) without
+    its flags, or ("", "") where sinfo does not list it."""
+    for line in (text or "").splitlines():
+        name, _sep, rest = line.strip().partition("|")
+        if name == node:
+            state, _sep, reason = rest.partition("|")
+            return state.strip().rstrip("*~#!%$@^-+").lower(), reason.strip()
+    return "", ""
 
 
 def parse_node_state(text, node):

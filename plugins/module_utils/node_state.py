@@ -52,6 +52,10 @@ TRANSITIONS = (
     ("drained", "a new boot id", "drained, reset and reboot observed", "gpuops-health"),
     ("drained", "the driver's recovery action back at None", "drained, reset observed", "gpuops-health"),
     ("drained", "--clear-xids", "drained, every owed action cleared", "a person"),
+    ("drained, jobs running, only resets owed", "a check", "drained (the reset waits for the jobs)", "gpuops-health"),
+    ("drained, idle, only resets owed", "a check", "drained, GPUs reset (nvidia-smi -r -i)", "gpuops-health"),
+    ("drained, a reset refused or failed", "the reset step", "drained, a reboot owed instead", "gpuops-health"),
+    ("drained, a reset owed on an NVSwitch system", "a check", "drained, a reboot owed instead", "gpuops-health"),
     ("drained", "every failed check passed, nothing owed", "in service (resumed)", "gpuops-health / validation"),
     ("drained by another", "anything", "left as it is (recorded)", "a person, a rollout"),
 )
@@ -337,6 +341,55 @@ def decide(state, drained, reason_now, prefix):
     if drained and ours:
         return "resume", f"every check it was drained for passed again, nothing owed (was: {reason_now})"
     return "none", "healthy" if not drained else f"healthy; drained by someone else ({reason_now}), left drained"
+
+
+# ---------------------------------------------------------------------------------------------
+# The repair ladder's first rung: a GPU reset on the node itself
+
+_GPU = re.compile(r"GPU(\d+)\Z")
+
+
+def reset_plan(state, idle, nvswitches=0):
+    """``(step, detail)``: what the node does about the GPU resets it owes, where nothing else is owed.
+    ``step`` is None (no reset owed, or something stronger is), ``wait`` (jobs still run: a drained
+    node takes no new job, and those running end as they would), ``escalate`` (a reset this node
+    does not do: on an NVSwitch system, where Fabric Manager owns the fabric, or a GPU it cannot
+    name; a reboot resets GPUs and switches together) or ``reset`` (``detail``: the GPU indexes)."""
+    owed = state["owed"]
+    resets = {key: entry for key, entry in owed.items() if entry["action"] == "reset"}
+    if not resets or len(resets) != len(owed):
+        return None, None
+    if not idle:
+        return "wait", "jobs still run on the node: the GPU reset waits until they end (no new job starts here)"
+    if nvswitches:
+        return "escalate", (
+            "an NVSwitch system: Fabric Manager trains the fabric the GPUs share, so a GPU is reset with the "
+            "node's reboot, not alone"
+        )
+    indexes = []
+    for entry in resets.values():
+        match = _GPU.match(entry["subject"])
+        if not match:
+            return "escalate", f"a reset owed by {entry['subject']}, which names no GPU index"
+        indexes.append(int(match.group(1)))
+    return "reset", sorted(set(indexes))
+
+
+def after_reset(state, done, detail, *, now):
+    """The state after the reset step: ``done`` (every GPU reset) observes the owed resets; a reset
+    that failed or was refused (a process holds the GPU) escalates each to a reboot, once: nothing loops."""
+    state = {**state, "owed": dict(state["owed"]), "history": list(state["history"])}
+    for key, entry in list(state["owed"].items()):
+        if entry["action"] != "reset":
+            continue
+        del state["owed"][key]
+        if done:
+            _event(state, now, "observed", f"{key}: reset by gpuops-health ({detail})")
+        else:
+            escalated = {**entry, "action": "reboot", "why": f"the GPU reset failed ({detail}); {entry['why']}"[:300]}
+            state["owed"][f"reboot {entry['subject']}"] = escalated
+            _event(state, now, "escalated", f"{key}: reset failed ({detail}): a reboot is owed")
+    return state
 
 
 # ---------------------------------------------------------------------------------------------

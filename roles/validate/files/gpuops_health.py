@@ -221,12 +221,13 @@ def main(argv=None, node=None):
             return h.NPD_NONOK
         _say("gpuops-health: ok")
         return h.NPD_OK
-    _slurm(args, node, config, state, seen, records, lost)
+    _slurm(args, node, config, state, seen, records, lost, started)
     return 0
 
 
-def _slurm(args, node, config, state, seen, records, lost):  # noqa: PLR0917 - the run's parts, named
-    """Slurm mode: drain, keep or resume the node, as the node state decides, within the budget."""
+def _slurm(args, node, config, state, seen, records, lost, started):  # noqa: PLR0917 - the run's parts, named
+    """Slurm mode: drain, keep or resume the node, as the node state decides, within the budget; then
+    the repair ladder's first rung: the GPU resets it owes, once the node is drained and idle."""
     config = config or {}
     name = config.get("node") or socket.gethostname().split(".")[0]
     text, reason = node.slurm(["sinfo", "-h", "-N", "-n", name, "-o", "%N|%t|%E"])
@@ -235,13 +236,13 @@ def _slurm(args, node, config, state, seen, records, lost):  # noqa: PLR0917 - t
         _write_textfile(config, records)
         return
     drained, reason_now = h.parse_node_state(text, name)
+    before, _reason = h.parse_node_line(text, name)
     if lost and drained and reason_now.startswith(h.PREFIX) and not ns.outstanding(state):
         # Drained by this check, and what for is lost: the node owes a reboot (or a person's word).
         state = ns.advance(
             state, [], [ns.fault("reboot", "node", f"the health state was lost ({lost}); drained for: {reason_now}")],
             boot_id=state["boot_id"], now=node.now(), complete=False,
         )  # fmt: skip
-        records = records + ns.owed_records(state, v.record)
     action, why = ns.decide(state, drained, reason_now, h.PREFIX)
     refused = False
     if action == "drain" and not drained:
@@ -259,22 +260,16 @@ def _slurm(args, node, config, state, seen, records, lost):  # noqa: PLR0917 - t
         if not allowed:
             action, refused = "refused", True
             why = f"not drained: {budget}. Outstanding: {why}"
-    if action == "drain":
-        done, problem = node.slurm(["scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={why}"])
-    elif action == "resume":
-        done, problem = node.slurm(["scontrol", "update", f"NodeName={name}", "State=RESUME"])
-    else:
-        done, problem = "", None
-    if action in ("drain", "resume", "refused") and done is not None:
-        state = dict(
-            state, history=[*state["history"], {"t": round(node.now(), 3), "event": action, "detail": why[:300]}][-64:]
-        )
+    done, problem = _act(node, name, action, why)
+    state = _record(state, node, action, why, done)
     ours = (
         why
         if action == "drain" and done is not None
         else (reason_now if action == "keep" and reason_now.startswith(h.PREFIX) else "")
     )
-    _write_textfile(config, records, ours, refused)
+    if ours and config.get("repair_reset", True):
+        state, ours = _reset_rung(node, name, config, state, before in ("idle", "drain"), started, ours)
+    _write_textfile(config, records + ns.owed_records(state, v.record), ours, refused)
     try:
         _write_state(args.state, h.dump_state(state, seen))
     except OSError as exc:
@@ -282,3 +277,52 @@ def _slurm(args, node, config, state, seen, records, lost):  # noqa: PLR0917 - t
     _say(f"gpuops-health: {name}: {action}: {why}")
     if done is None:
         _say(f"gpuops-health: {action} {name} failed: {problem}", sys.stderr)
+
+
+def _act(node, name, action, why):
+    if action == "drain":
+        return node.slurm(["scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={why}"])
+    if action == "resume":
+        return node.slurm(["scontrol", "update", f"NodeName={name}", "State=RESUME"])
+    return "", None
+
+
+def _record(state, node, action, why, done):
+    if action in ("drain", "resume", "refused") and done is not None:
+        event = {"t": round(node.now(), 3), "event": action, "detail": why[:300]}
+        state = dict(state, history=[*state["history"], event][-64:])
+    return state
+
+
+def _reset_rung(node, name, config, state, idle, started, reason):  # noqa: PLR0917 - the run's parts, named
+    """The GPU resets the node owes (node_state.reset_plan), once it is drained and idle: ``nvidia-smi -r``
+    on those GPUs; one that fails escalates to a reboot, and the reason says so. ``(state, reason)``."""
+    step, detail = ns.reset_plan(state, idle, config.get("nvswitch_count") or 0)
+    if step is None:
+        return state, reason
+    if step == "wait":
+        _say(f"gpuops-health: {name}: reset: {detail}")
+        return state, reason
+    if step == "reset" and time.monotonic() - started > h.RESET_AFTER_S:
+        _say(f"gpuops-health: {name}: reset: no time left in this check; the next one resets GPU {detail}")
+        return state, reason
+    if step == "reset":
+        argv = ["nvidia-smi", "-r", "-i", ",".join(str(index) for index in detail)]
+        out, problem = node.run(argv, timeout=h.RESET_TIMEOUT_S)
+        done = out is not None and out.count("successfully reset") == len(detail) and "in use" not in out
+        lines = [line.strip() for line in (out or problem or "").splitlines() if line.strip()]
+        said = "; ".join(lines[:3])[:200] or "no output"
+        state = ns.after_reset(state, done, f"`{' '.join(argv)}`: {said}", now=node.now())
+        _say(f"gpuops-health: {name}: reset: GPU {detail}: {'done' if done else 'failed'}: {said}")
+    else:
+        state = ns.after_reset(state, False, detail, now=node.now())
+        _say(f"gpuops-health: {name}: reset: escalated to a reboot: {detail}")
+    wanted = ns.reason(state, h.PREFIX)
+    if ns.outstanding(state) and wanted != reason:
+        done, problem = _act(node, name, "drain", wanted)
+        if done is None:
+            _say(f"gpuops-health: drain {name} failed: {problem}", sys.stderr)
+            return state, reason
+        state = _record(state, node, "drain", wanted, done)
+        return state, wanted
+    return state, reason

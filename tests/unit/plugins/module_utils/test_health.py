@@ -53,7 +53,7 @@ class FakeNode(cli.Node):
         self.faults = tmp_path / "faults.json"
         self.profile = profile
         self.set_faults(faults or {})
-        self.drained, self.reason, self.updates = drained, reason, []
+        self.drained, self.reason, self.updates, self.jobs = drained, reason, [], False
         # The rest of the fleet as sinfo prints it (the budget's count), and this node's boot.
         self.fleet, self.boot, self.clock = [f"gpu-{n}|idle|none" for n in range(2, 21)], "boot-1", 1_800_000_000.0
         self.config = tmp_path / "health.json"
@@ -82,7 +82,7 @@ class FakeNode(cli.Node):
 
     def run(self, argv, timeout=None):
         if argv[0] == "sinfo":
-            state = "drain" if self.drained else "idle"
+            state = ("drng" if self.drained else "mix") if self.jobs else ("drain" if self.drained else "idle")
             line = f"gpu-1|{state}|{self.reason if self.drained else 'none'}\n"
             return (line if "-n" in argv else line + "".join(f"{other}\n" for other in self.fleet)), None
         if argv[0] == "scontrol":
@@ -98,6 +98,7 @@ class FakeNode(cli.Node):
             "GPUSIM_DCGM_WATCHES": str(self.faults.parent / "dcgm-watches"),
             "GPUSIM_HOSTENGINE": f"127.0.0.1:{self.hostengine or 1}",
             "GPUSIM_NVIDIA_SMI": str(self.bin / "nvidia-smi"),
+            "GPUSIM_MIG_STATE": str(self.faults.parent / "mig.json"),
             "LC_ALL": "C",
         }
         path = self.bin / argv[0]
@@ -114,6 +115,12 @@ class FakeNode(cli.Node):
     def now(self):
         self.clock += 60
         return self.clock
+
+    def no_repair(self):
+        """The check without its reset step (validate_health_reset: false): the state machine alone."""
+        config = json.loads(self.config.read_text())
+        self.config.write_text(json.dumps(dict(config, repair_reset=False)))
+        return self
 
     def with_dcgm(self, listening):
         """DCGM installed (the stand-in dcgmi), its host engine a socket on a free port (closed: not running),
@@ -309,6 +316,7 @@ def test_npd_mode_answers_with_node_problem_detector_s_exit_codes(tmp_path, caps
         ('{"pci_gpus": true}', "pci_gpus must be int"),
         ('{"hcas": "mlx5_0"}', "hcas must be list"),
         ('{"fabric": "Omni-Path"}', "fabric must be auto"),
+        ('{"repair_reset": "yes"}', "repair_reset must be bool"),
         ('{"budget_nodes": 0}', "budget_nodes (validate_health_budget_nodes) is 0"),
         ('{"budget_percent": 150}', "budget_percent (validate_health_budget_percent) is 150"),
         ('{"budget_percent": 0}', "budget_percent (validate_health_budget_percent) is 0"),
@@ -476,7 +484,7 @@ def test_dcgm_health_sets_the_watches_it_finds_off_then_reads_them(tmp_path, hos
 
 
 def test_a_dcgm_failure_drains_its_gpu_and_a_warning_does_not(tmp_path, hostengine, capsys):
-    node = FakeNode(tmp_path, "pcie-l40s").with_dcgm(hostengine)
+    node = FakeNode(tmp_path, "pcie-l40s").with_dcgm(hostengine).no_repair()
     (tmp_path / "dcgm-watches").write_text("pmitd")
     message = "Detected 2 volatile double-bit ECC error(s) in GPU 3."
     node.set_faults({"dcgm_health": {"gpu": 3, "system": "Memory system", "health": "Failure", "message": message}})
@@ -542,7 +550,7 @@ def test_xid_94_with_154_gpu_reset_required_stays_until_the_driver_says_the_gpu_
     reset = "0x1 (GPU Reset Required)"
     faults = {"xid": [{"gpu": 4, "xid": 94}, {"gpu": 4, "xid": 154, "action": reset}],
               "recovery_action": [{"gpu": 4, "action": "Reset"}]}  # fmt: skip
-    node = FakeNode(tmp_path, "dgx-h100", faults)
+    node = FakeNode(tmp_path, "dgx-h100", faults).no_repair()
     assert node.check() == 0
     assert node.reason == "gpuops-health: reset GPU4, recovery_action GPU4, xid GPU4"
     node.set_faults({"recovery_action": [{"gpu": 4, "action": "Reset"}]})
@@ -563,7 +571,7 @@ def test_the_stand_in_driver_s_recovery_action_is_none_once_the_gpu_is_reset(tmp
 
 
 def test_a_dcgm_failure_survives_a_restart_of_the_host_engine(tmp_path, hostengine):
-    node = FakeNode(tmp_path, "pcie-l40s").with_dcgm(hostengine)
+    node = FakeNode(tmp_path, "pcie-l40s").with_dcgm(hostengine).no_repair()
     (tmp_path / "dcgm-watches").write_text("pmitd")
     message = "Detected 2 volatile double-bit ECC error(s) in GPU 3."
     node.set_faults({"dcgm_health": {"gpu": 3, "system": "Memory system", "health": "Failure", "message": message}})
@@ -678,3 +686,53 @@ def test_the_budget_keeps_a_failing_node_in_service_when_the_fleet_has_enough_ou
     node.fleet[1] = "gpu-3|drain|gpuops-health: ecc GPU0"
     node.set_faults({"lost_gpus": {"count": 1}, "fabric": [{"gpu": 0, "state": "In Progress", "status": "N/A"}]})
     assert node.check() == 0 and node.reason == "gpuops-health: fabric GPU0, gpu_count node"
+
+
+# ---------------------------------------------------------------------------------------------
+# The repair ladder's first rung: the node resets the GPUs it owes a reset, once drained and idle.
+
+
+def test_a_reset_curable_xid_is_reset_on_the_node_and_the_node_resumes_at_the_next_check(tmp_path, capsys):
+    node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 48}]})
+    assert node.check() == 0
+    out = capsys.readouterr().out
+    assert "reset: GPU [1]: done" in out
+    # Drained for the Xid, the reset done at once (the node ran no job), the reason narrowed to the check.
+    assert [u[1:] for u in node.updates] == [
+        ["State=DRAIN", "Reason=gpuops-health: reset GPU1, xid GPU1"],
+        ["State=DRAIN", "Reason=gpuops-health: xid GPU1"],
+    ]
+    node.set_faults({})
+    assert node.check() == 0 and not node.drained
+    events = [(e["event"], e["detail"][:22]) for e in json.loads(node.state.read_text())["node"]["history"]]
+    assert ("observed", "reset GPU1: reset by g") in events
+
+
+def test_a_reset_waits_for_the_jobs_and_a_refused_one_escalates_to_a_reboot_once(tmp_path, capsys):
+    node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 48}]})
+    node.jobs = True
+    assert node.check() == 0 and node.reason == "gpuops-health: reset GPU1, xid GPU1"
+    assert "the GPU reset waits until they end" in capsys.readouterr().out
+    # The jobs ended, but a process still holds GPU 1: nvidia-smi -r refuses; a reboot is owed instead.
+    node.jobs = False
+    node.set_faults({"gpu_processes": [{"pid": 4242, "gpu": 1, "name": "python3", "used_memory": 100}]})
+    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU1"
+    assert "reset: GPU [1]: failed: GPU 00000000" in capsys.readouterr().out
+    updates = len(node.updates)
+    assert node.check() == 0 and len(node.updates) == updates  # nothing loops: no second reset
+    assert "reset:" not in capsys.readouterr().out
+    node.boot = "boot-2"
+    node.set_faults({})
+    assert node.check() == 0 and not node.drained
+
+
+def test_on_an_nvswitch_system_a_gpu_reset_becomes_a_reboot(tmp_path, capsys):
+    node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 2, "xid": 48}]})
+    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU2, xid GPU2"
+    assert "escalated to a reboot: an NVSwitch system" in capsys.readouterr().out
+
+
+def test_the_reset_rung_can_be_turned_off(tmp_path):
+    node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 48}]}).no_repair()
+    assert node.check() == 0 and node.reason == "gpuops-health: reset GPU1, xid GPU1"
+    assert len(node.updates) == 1
