@@ -411,6 +411,44 @@ def test_gpuops_health_drains_and_failures_and_a_check_that_stopped_running(prom
     )
 
 
+def test_a_node_the_budget_kept_in_service_fires_at_once_and_a_drained_one_does_not(promtool, rules, tmp_path):
+    refused = "gpuops_health_budget_refused{" + NODE + "}"
+    run_tests(
+        promtool,
+        rules,
+        [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": refused, "values": "0 0 1 1 0"},
+                    {"series": "gpuops_health_budget_refused{" + NODE.replace("n1", "n2") + "}", "values": "0x4"},
+                ],
+                "alert_rule_test": [
+                    alert("GpuopsHealBudgetSpent", [], at="1m"),
+                    alert(
+                        "GpuopsHealBudgetSpent",
+                        [
+                            fired(
+                                rules,
+                                "GpuopsHealBudgetSpent",
+                                {
+                                    "severity": "critical",
+                                    "node": "n1",
+                                    "job": "gpuops-node",
+                                    "instance": "10.0.0.1:9100",
+                                },
+                            )
+                        ],
+                        at="2m",
+                    ),
+                    alert("GpuopsHealBudgetSpent", [], at="4m"),
+                ],
+            }
+        ],
+        tmp_path,
+    )
+
+
 def test_compute_ports_fire_when_down_slow_erring_or_congested_and_other_ports_never(promtool, rules, tmp_path):
     """gpuops-ib.prom names the compute ports (mlx5_0, mlx5_3, mlx5_4 at 400 Gb/s); mlx5_1 is an
     Ethernet port off the compute fabric, down and erring without an alert."""
