@@ -93,6 +93,12 @@ def load_config(text, path=CONFIG):
             f"{path}: budget_percent (validate_health_budget_percent)",
         ),
     )
+    faults = config.setdefault("quarantine_faults", ns.QUARANTINE_FAULTS)
+    days = config.setdefault("quarantine_days", ns.QUARANTINE_WINDOW_S / 86400)
+    if not isinstance(faults, int) or isinstance(faults, bool) or faults < 0:
+        problems.append(f"{path}: quarantine_faults (validate_health_quarantine_faults) is {faults!r}: 0 (off) or more")
+    if isinstance(days, bool) or not isinstance(days, (int, float)) or days <= 0:
+        problems.append(f"{path}: quarantine_days (validate_health_quarantine_days) is {days!r}: more than 0 days")
     if problems:
         raise ConfigError("; ".join(problems) + "; set it and run the health_check entry point again")
     return config

@@ -34,7 +34,7 @@ ACTIONS = {
 }
 # A fault's action, strongest first: a reboot also resets every GPU.
 _ORDER = ("inspect", "reboot", "reset")
-_HISTORY_LIMIT = 64
+_HISTORY_LIMIT = 128
 _ENTRY_LIMIT = 256
 
 # The states and events, and who acts: the docs print this table.
@@ -57,6 +57,7 @@ TRANSITIONS = (
     ("drained, a reset refused or failed", "the reset step", "drained, a reboot owed instead", "gpuops-health"),
     ("drained, a reset owed on an NVSwitch system", "a check", "drained, a reboot owed instead", "gpuops-health"),
     ("drained", "every failed check passed, nothing owed", "in service (resumed)", "gpuops-health / validation"),
+    ("any", "the third fault in seven days", "drained, quarantined (a person's inspection owed)", "gpuops-health"),
     ("drained by another", "anything", "left as it is (recorded)", "a person, a rollout"),
 )
 
@@ -193,12 +194,21 @@ def _event(state, now, event, detail=""):
     del state["history"][:-_HISTORY_LIMIT]
 
 
-def advance(state, records, faults, *, boot_id, now, recovery=None, clear=False, complete=True):
+# A repeat offender: this many faults (checks that found something owed) within the window send the
+# node to a person instead of back into the pool (NVSentinel escalates repeated faults on one GPU
+# the same way; fleet studies find a few nodes account for many of the faults).
+QUARANTINE_FAULTS = 3
+QUARANTINE_WINDOW_S = 7 * 86400
+
+
+def advance(state, records, faults, *, boot_id, now, recovery=None, clear=False, complete=True, quarantine=None):
     """The state after this run: ``records`` (the checks that ran), ``faults`` (the owed actions they
     found: :func:`fault`), ``recovery`` (GPU label -> the driver's recovery action now, where it
     reports one), ``clear`` (a person cleared every owed action), ``complete`` (every check ran; a
-    run cut short adds a ``cannot_check`` failure instead, which only a complete run takes away).
-    Returns a new state; the input is not changed."""
+    run cut short adds a ``cannot_check`` failure instead, which only a complete run takes away),
+    ``quarantine`` (``(faults, seconds)``: that many faults within that window since a person last
+    cleared the node owe a person's inspection of the whole node). Returns a new state; the input is
+    not changed."""
     state = {
         "schema": SCHEMA,
         "boot_id": state.get("boot_id", ""),
@@ -231,6 +241,17 @@ def advance(state, records, faults, *, boot_id, now, recovery=None, clear=False,
         if key not in state["owed"]:
             state["owed"][key] = {**item, "since": round(float(now), 3), "boot_id": boot_id}
             _event(state, now, "fault", f"{key}: {item['why']}")
+    if quarantine and faults and "inspect node" not in state["owed"]:
+        count, window = quarantine
+        found = repeat_faults(state, now, window)
+        if found >= count:
+            why = f"a repeat offender: {found} faults in {window / 86400:g} days (quarantined for a person)"
+            state["owed"]["inspect node"] = {
+                **fault("inspect", "node", why),
+                "since": round(float(now), 3),
+                "boot_id": boot_id,
+            }
+            _event(state, now, "quarantine", why)
     for record in records:
         if record.get("verdict") != "fail":
             continue
@@ -255,6 +276,21 @@ def advance(state, records, faults, *, boot_id, now, recovery=None, clear=False,
         if len(state[part]) > _ENTRY_LIMIT:
             state[part] = dict(sorted(state[part].items(), key=lambda kv: kv[1].get("since", 0))[-_ENTRY_LIMIT:])
     return state
+
+
+def repeat_faults(state, now, window):
+    """The faults of the node within ``window`` seconds before ``now`` and since a person last cleared
+    it: the checks that found something owed (one fault however many GPUs or actions it named)."""
+    cleared = max(
+        (e.get("t", 0) for e in state["history"] if "cleared by a person" in str(e.get("detail", ""))), default=0
+    )
+    return len(
+        {
+            e.get("t")
+            for e in state["history"]
+            if e.get("event") == "fault" and e.get("t", 0) > max(cleared, now - window)
+        }
+    )
 
 
 def cannot_check(state, why, *, now):

@@ -163,8 +163,18 @@ def _check(args, node):
         config = h.load_config(text, args.config)
         config["sysfs_gpus"] = h.sysfs_gpus()
         records, faults, recovery, seen = h.node_checks(config, node.read, seen, boot_id)
+        quarantine = (
+            (config["quarantine_faults"], config["quarantine_days"] * 86400) if config["quarantine_faults"] else None
+        )
         state = ns.advance(
-            state, records, faults, boot_id=boot_id, now=node.now(), recovery=recovery, clear=args.clear_xids
+            state,
+            records,
+            faults,
+            boot_id=boot_id,
+            now=node.now(),
+            recovery=recovery,
+            clear=args.clear_xids,
+            quarantine=quarantine,
         )
         return config, state, seen, records, lost, None
     except h.ConfigError as exc:

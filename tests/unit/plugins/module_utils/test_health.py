@@ -318,6 +318,8 @@ def test_npd_mode_answers_with_node_problem_detector_s_exit_codes(tmp_path, caps
         ('{"fabric": "Omni-Path"}', "fabric must be auto"),
         ('{"repair_reset": "yes"}', "repair_reset must be bool"),
         ('{"budget_nodes": 0}', "budget_nodes (validate_health_budget_nodes) is 0"),
+        ('{"quarantine_faults": -1}', "quarantine_faults (validate_health_quarantine_faults) is -1"),
+        ('{"quarantine_days": 0}', "quarantine_days (validate_health_quarantine_days) is 0"),
         ('{"budget_percent": 150}', "budget_percent (validate_health_budget_percent) is 150"),
         ('{"budget_percent": 0}', "budget_percent (validate_health_budget_percent) is 0"),
     ],
@@ -736,3 +738,24 @@ def test_the_reset_rung_can_be_turned_off(tmp_path):
     node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 48}]}).no_repair()
     assert node.check() == 0 and node.reason == "gpuops-health: reset GPU1, xid GPU1"
     assert len(node.updates) == 1
+
+
+def test_the_third_fault_in_a_week_quarantines_the_node_until_a_person_clears_it(tmp_path):
+    node = FakeNode(tmp_path, "pcie-l40s")
+    for _fault in range(2):  # twice: drained, reset on the node, resumed at the next check
+        node.set_faults({"xid": [{"gpu": 1, "xid": 48}]})
+        assert node.check() == 0 and node.reason == "gpuops-health: xid GPU1"
+        node.set_faults({})
+        assert node.check() == 0 and not node.drained
+        node.boot = node.boot + "+"  # the Xid line leaves the kernel log with the next boot
+    node.set_faults({"xid": [{"gpu": 1, "xid": 48}]})
+    # Quarantined: no reset on the node (a person's inspection is owed first).
+    assert node.check() == 0 and node.reason == "gpuops-health: inspect node, reset GPU1, xid GPU1"
+    node.set_faults({})
+    assert node.check() == 0 and node.reason == "gpuops-health: inspect node, reset GPU1"
+    node.boot = "boot-9"  # a reboot resets the GPU, and does not end a quarantine
+    assert node.check() == 0 and node.reason == "gpuops-health: inspect node"
+    assert node.check("slurm", "--clear-xids") == 0 and not node.drained
+    # A person cleared it: the count starts again.
+    node.set_faults({"xid": [{"gpu": 1, "xid": 48}]})
+    assert node.check() == 0 and node.reason == "gpuops-health: xid GPU1"
