@@ -58,7 +58,7 @@ ANSIBLE_CORES := 2.19.14 2.20.10
 TIMES ?= $(CACHE)/test-times.tsv
 export TIMES
 
-.PHONY: help test test-matrix lint sanity unit galaxy core-matrix molecule demo demo-down bench bench-fleet bench-bundle fuzz venv docker image gpusim-repo gpusim-profiles stack-spec role-docs build clean
+.PHONY: help test test-matrix lint sanity unit galaxy core-matrix molecule demo demo-down bench bench-fleet bench-bundle bench-heal fuzz venv docker image gpusim-repo gpusim-profiles stack-spec role-docs build clean
 
 help:
 	@echo "make demo [DEMO_DISTRO=ubuntu2404]  a simulated GPU cluster in Docker, set up by site.yml (again: re-apply)"
@@ -72,6 +72,7 @@ help:
 	@echo "make bench                   time a no-op site.yml run on the demo cluster (bench/run.py)"
 	@echo "make bench-fleet             the slurm role over 4, 8 and 16 simulated GPU nodes (bench/fleet.py)"
 	@echo "make bench-bundle            the air-gap manifest over 10, 100 and 1000 declared hosts (bench/bundle.py)"
+	@echo "make bench-heal              a month of faults on 1000 nodes through the node state machine (bench/heal.py)"
 	@echo "make fuzz [FUZZ_SECONDS=240]  mutations of the real captures through every reader (bench/fuzz.py)"
 	@echo "make stack-spec              write the files derived from the stack variables' one declaration"
 	@echo "make role-docs               write each role's README variables table from its argument_specs"
@@ -224,6 +225,11 @@ bench-fleet: venv docker $(IMAGE_TARGET) gpusim-repo
 # (bench/bundle.py; seconds). BENCH_ARGS: --hosts 100,500 --stanzas 40000.
 bench-bundle: venv
 	$(BIN)/python bench/bundle.py $(BENCH_ARGS)
+
+# A month of faults on a simulated fleet through the node state machine (bench/heal.py; seconds).
+# BENCH_ARGS: --nodes 10000 --days 90 --interval 60.
+bench-heal: venv
+	$(BIN)/python bench/heal.py $(BENCH_ARGS)
 
 # A fuzzing campaign, not a test: prints runs, outcomes by exception type and slow inputs.
 FUZZ_SECONDS ?= 240
