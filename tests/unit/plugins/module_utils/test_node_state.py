@@ -9,6 +9,7 @@ import json
 import pytest
 from ansible_collections.gpuops.cluster.plugins.module_utils import node_state as ns
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
+from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -119,3 +120,9 @@ def test_any_stored_state_loads_without_an_exception_and_stays_bounded(data):
     state = ns.advance(state, [fail("gpu_count", "node")], [ns.fault("reset", "GPU0", "x")], boot_id="b1", now=1)
     assert len(json.dumps(state)) < 200_000
     assert ns.decide(state, False, "", PREFIX)[0] == "drain"
+
+
+def test_the_validate_role_s_readme_prints_the_state_machine_as_the_code_has_it():
+    readme = (ROOT / "roles" / "validate" / "README.md").read_text()
+    rows = [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in ns.TRANSITIONS]
+    assert "\n".join(rows) in readme
