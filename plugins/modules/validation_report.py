@@ -81,6 +81,20 @@ options:
       now is resumed, a node drained for another reason is left alone.
     type: str
     default: "gpuops-validate:"
+  sinfo:
+    description:
+      - The fleet's nodes as C(sinfo -h -N -o '%N|%t|%E') prints them. Given, gate mode's drains count against the
+        blast-radius budget (O(budget_nodes), O(budget_percent)) with the nodes out by automation already; past it
+        a failing node is not drained (RV(budget_refused); its findings still fail it).
+    type: str
+  budget_nodes:
+    description: The blast-radius budget, in nodes (the validate role's C(validate_health_budget_nodes)).
+    type: int
+    default: 8
+  budget_percent:
+    description: The blast-radius budget, as a share of the fleet (C(validate_health_budget_percent)).
+    type: float
+    default: 10
   recorded:
     description:
       - The fleet state's C(validation) record of the nodes of this run (inventory name to the record), whose
@@ -112,6 +126,11 @@ drain:
       checks, such as C(nvlink GPU3).
   returned: always
   type: dict
+budget_refused:
+  description: Nodes that failed but were not drained, the blast-radius budget being spent (gate mode, O(sinfo) given).
+  returned: always
+  type: list
+  elements: str
 resume:
   description:
     - Nodes drained by an earlier validation (or for burn-in) that pass now, their own checks and
@@ -158,8 +177,29 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuops.cluster.plugins.module_utils import node_state as ns
 from ansible_collections.gpuops.cluster.plugins.module_utils import report as r
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
+
+
+def _within_budget(drain, nodes, p):
+    """``(drain, refused)``: the drains the blast-radius budget allows (node_state.budget, counting the
+    nodes Slurm shows out by automation and the drains already allowed), and ``[(host, why)]`` the others."""
+    allowed, refused, taken = {}, [], []
+    sinfo = p["sinfo"]
+    for host in sorted(drain):
+        name = nodes[host].get("name") or host
+        if nodes[host].get("drained"):
+            allowed[host] = drain[host]
+            continue
+        extra = "".join(f"{other}|drain|gpuops-validate: (this run)\n" for other in taken)
+        ok, why = ns.budget(sinfo + "\n" + extra, name, p["budget_nodes"], p["budget_percent"])
+        if ok:
+            allowed[host] = drain[host]
+            taken.append(name)
+        else:
+            refused.append((host, why))
+    return allowed, refused
 
 
 def _finding(host, record):
@@ -194,6 +234,9 @@ def main():
             "earlier": {"type": "dict", "default": {}},
             "drain_prefix": {"type": "str", "default": "gpuops-validate:"},
             "recorded": {"type": "dict", "default": {}},
+            "sinfo": {"type": "str"},
+            "budget_nodes": {"type": "int", "default": ns.BUDGET_NODES},
+            "budget_percent": {"type": "float", "default": ns.BUDGET_PERCENT},
         },
         supports_check_mode=True,
     )
@@ -202,6 +245,9 @@ def main():
     for host, node in nodes.items():
         if not isinstance(node, dict) or not isinstance(node.get("checks", []), list):
             module.fail_json(msg=f"nodes.{host} must be a dict with a list of checks (node_health's result).")
+    problems = ns.budget_problems(p["budget_nodes"], p["budget_percent"], ("budget_nodes", "budget_percent"))
+    if problems:
+        module.fail_json(msg="; ".join(problems) + " (validate_health_budget_nodes, validate_health_budget_percent)")
     firmware = v.firmware_checks({host: node.get("hcas") or [] for host, node in nodes.items()})
 
     missing = r.missing_libraries()
@@ -334,7 +380,15 @@ def main():
             "nccl": [],
         }
         report["actions"][host] = "none (an earlier run's verdict, {})".format(last.get("date"))
+    # The gate's drains count against the blast-radius budget: nodes drained already cost nothing
+    # more; past the budget, a failing node is not drained (its findings still fail the play).
+    refused = []
+    if drain and p["sinfo"] is not None:
+        drain, refused = _within_budget(drain, nodes, p)
+        for host, why in refused:
+            report["actions"][host] = f"not drained: {why}"
     report["drain"] = drain
+    report["budget_refused"] = [host for host, _why in refused]
     report["resume"] = resume
     report["findings"] = findings
 
@@ -366,7 +420,8 @@ def main():
     module.exit_json(
         changed=False,
         verdict=report["verdict"],
-        drain=drain,
+        drain=report["drain"],
+        budget_refused=report["budget_refused"],
         resume=resume,
         findings=findings,
         findings_by_host={host: lines for host, lines in by_host.items() if lines},

@@ -575,3 +575,24 @@ def test_the_fleet_state_keeps_the_full_set_of_failed_checks(controller, tmp_pat
     fleet.check_section("validation", result["records"]["n2"], "n2", None)
     with pytest.raises(fleet.FleetError, match="failed_checks is not a list of check names"):
         fleet.check_section("validation", dict(result["records"]["n2"], failed_checks="pcie"), "n2", "x.json")
+
+
+def test_the_gate_s_drains_count_against_the_blast_radius_budget(controller, tmp_path):
+    """Twelve nodes, two out by automation already (one of them drained by gpuops-health): with 30 %,
+    one more may go. n2 fails and is drained; with n1 failing too, only the first in order is."""
+    fleet = "".join(f"gpu{n}|idle|none\n" for n in range(8)) + "n1|idle|none\nn2|idle|none\n"
+    sinfo = fleet + "gpu8|drain|gpuops-health: xid GPU1\ngpu9|down*|gpuops-validate: nvlink\n"
+    args = _report_args(tmp_path, sinfo=sinfo, budget_nodes=8, budget_percent=30)
+    result = run_module(validation_report.main, args).result
+    assert result["drain"] == {"n2": "gpuops-validate: pcie GPU5"} and result["budget_refused"] == []
+    args = _report_args(tmp_path, sinfo=sinfo, budget_nodes=8, budget_percent=30)
+    args["nodes"]["n1"]["checks"] = args["nodes"]["n2"]["checks"]
+    args["nodes"]["n1"]["drained"] = ""
+    result = run_module(validation_report.main, args).result
+    assert list(result["drain"]) == ["n1"] and result["budget_refused"] == ["n2"]
+    actions = json.loads((tmp_path / "report" / "validation.json").read_text())["actions"]
+    assert actions["n2"].startswith("not drained: the blast-radius budget is spent: 3 nodes of 12")
+    # Its findings still fail it.
+    assert result["findings_by_host"]["n2"]
+    bad = run_module(validation_report.main, _report_args(tmp_path, sinfo=sinfo, budget_nodes=0))
+    assert bad.failed and "budget_nodes is 0" in bad.result["msg"]
