@@ -346,12 +346,14 @@ def _label(value):
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
 
 
-def textfile(records, now, drained=None, refused=None):
+def textfile(records, now, drained=None, refused=None, timing=None):
     """The check's result in Prometheus' text format, for the node exporter's textfile collector:
     when it ran (``now``, seconds since the epoch), one series per failed check, and, in Slurm mode,
     whether the node stands drained by this check (``drained``: its reason, "" when not drained by
     it, None outside Slurm) and whether the fleet's blast-radius budget refused to drain it
-    (``refused``: True or False; None outside Slurm)."""
+    (``refused``: True or False; None outside Slurm); ``timing`` (:func:`node_state.timing`): since
+    when the node has a fault outstanding and has been drained by this check, and how long its last
+    repair took (fault to back in service), each where there is one."""
     lines = [
         "# HELP gpuops_health_last_check_timestamp_seconds When gpuops-health last checked this node.",
         "# TYPE gpuops_health_last_check_timestamp_seconds gauge",
@@ -367,6 +369,15 @@ def textfile(records, now, drained=None, refused=None):
             "# TYPE gpuops_health_drained gauge",
             f'gpuops_health_drained{{reason="{_label(drained)}"}} {1 if drained else 0}',
         ]
+    series = (
+        ("fault_since", "gpuops_health_fault_since_timestamp_seconds", "Since when the node has a fault outstanding."),
+        ("drained_since", "gpuops_health_drained_since_timestamp_seconds", "Since when gpuops-health has it drained."),
+        ("last_repair_s", "gpuops_health_last_repair_seconds", "Fault to back in service, the node's last repair."),
+    )
+    for key, name, text in series:
+        value = (timing or {}).get(key)
+        if value is not None:
+            lines += [f"# HELP {name} {text}", f"# TYPE {name} gauge", f"{name} {value:.0f}"]
     if refused is not None:
         lines += [
             "# HELP gpuops_health_budget_refused Whether the blast-radius budget kept this failing node in service.",

@@ -293,6 +293,31 @@ def repeat_faults(state, now, window):
     )
 
 
+def timing(state):
+    """When the node's current episode began and when this check drained it, and how long its last
+    repair took (from its first fault or failed check to its resume), from its history:
+    ``{"fault_since", "drained_since", "last_repair_s"}``, each None where there is none."""
+    fault_since = drained_since = last_repair = None
+    started = None
+    for event in state["history"]:
+        kind, t = event.get("event"), event.get("t")
+        if not isinstance(t, (int, float)):
+            continue
+        if kind in ("fault", "failed", "cannot check") and started is None:
+            started = t
+        elif kind == "drain" and drained_since is None:
+            drained_since = t
+        elif kind == "resume":
+            if started is not None:
+                last_repair = t - started
+            started = drained_since = None
+    if outstanding(state):
+        since = [entry.get("since") for part in ("failed", "owed") for entry in state[part].values()]
+        since = [t for t in since if isinstance(t, (int, float))]
+        fault_since = min(since) if since else started
+    return {"fault_since": fault_since, "drained_since": drained_since, "last_repair_s": last_repair}
+
+
 def cannot_check(state, why, *, now):
     """The state after a run that could not check the node (its deadline, an unexpected error)."""
     state = advance(state, [], [], boot_id=state.get("boot_id", ""), now=now, complete=False)

@@ -411,6 +411,41 @@ def test_gpuops_health_drains_and_failures_and_a_check_that_stopped_running(prom
     )
 
 
+def test_a_node_drained_longer_than_the_bound_fires(promtool, rules, tmp_path):
+    # Drained at 60 s (the series' value); the default bound is four hours.
+    since = "gpuops_health_drained_since_timestamp_seconds{" + NODE + "}"
+    run_tests(
+        promtool,
+        rules,
+        [
+            {
+                "interval": "10m",
+                "input_series": [{"series": since, "values": "60x30"}],
+                "alert_rule_test": [
+                    alert("GpuopsNodeDrainedTooLong", [], at="4h"),
+                    {
+                        "eval_time": "4h10m",
+                        "alertname": "GpuopsNodeDrainedTooLong",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {"severity": "warning", "node": "n1", "job": "gpuops-node"}
+                                | {"instance": "10.0.0.1:9100"},
+                                "exp_annotations": {
+                                    k: text.replace("{{ $value | humanizeDuration }}", "4h 9m 0s")
+                                    for k, text in _annotations(
+                                        rules, {"node": "n1"}, None, 0, "GpuopsNodeDrainedTooLong"
+                                    ).items()
+                                },
+                            }
+                        ],
+                    },
+                ],
+            }
+        ],
+        tmp_path,
+    )
+
+
 def test_a_node_the_budget_kept_in_service_fires_at_once_and_a_drained_one_does_not(promtool, rules, tmp_path):
     refused = "gpuops_health_budget_refused{" + NODE + "}"
     run_tests(

@@ -87,7 +87,7 @@ def _write_state(path, text):
     os.replace(temporary, path)
 
 
-def _write_textfile(config, records, drained=None, refused=None):
+def _write_textfile(config, records, drained=None, refused=None, timing=None):
     """The result for the node exporter (health.textfile), where its textfile folder exists: written
     whole and renamed into place, as the textfile collector asks, so that a scrape never reads half."""
     folder = (config or {}).get("textfile_dir")
@@ -97,7 +97,7 @@ def _write_textfile(config, records, drained=None, refused=None):
     temporary = f"{path}.{os.getpid()}.tmp"
     try:
         with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(h.textfile(records, time.time(), drained, refused))
+            handle.write(h.textfile(records, time.time(), drained, refused, timing))
         os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except OSError as exc:
@@ -279,7 +279,10 @@ def _slurm(args, node, config, state, seen, records, lost, started):  # noqa: PL
     )
     if ours and config.get("repair_reset", True):
         state, ours = _reset_rung(node, name, config, state, before in ("idle", "drain"), started, ours)
-    _write_textfile(config, records + ns.owed_records(state, v.record), ours, refused)
+    timing = ns.timing(state)
+    if not ours:
+        timing["drained_since"] = None
+    _write_textfile(config, records + ns.owed_records(state, v.record), ours, refused, timing)
     try:
         _write_state(args.state, h.dump_state(state, seen))
     except OSError as exc:

@@ -272,7 +272,8 @@ def test_the_textfile_passes_promtools_metrics_check_with_any_label_text():
         {"check": "ib_ports", "subject": 'mlx5_0:1 "odd"\\name\nline', "verdict": "fail", "expected": 1, "measured": 0},
         {"check": "ecc", "subject": "all GPUs", "verdict": "pass", "expected": 1, "measured": 1},
     ]
-    text = h.textfile(checks, 1764300000, drained="gpuops-health: ib_ports mlx5_0:1")
+    timing = {"fault_since": 1764299000.5, "drained_since": 1764299100.0, "last_repair_s": 640.2}
+    text = h.textfile(checks, 1764300000, "gpuops-health: ib_ports mlx5_0:1", True, timing)
     out = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert text.count("gpuops_health_failed{") == 1
@@ -759,3 +760,40 @@ def test_the_third_fault_in_a_week_quarantines_the_node_until_a_person_clears_it
     # A person cleared it: the count starts again.
     node.set_faults({"xid": [{"gpu": 1, "xid": 48}]})
     assert node.check() == 0 and node.reason == "gpuops-health: xid GPU1"
+
+
+def test_the_textfile_times_each_repair_from_the_fault_to_back_in_service(tmp_path):
+    node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 79}]})  # a reboot owed
+    folder = tmp_path / "node-exporter"
+    folder.mkdir()
+    config = json.loads(node.config.read_text())
+    node.config.write_text(json.dumps(dict(config, textfile_dir=str(folder))))
+
+    def series():
+        lines = (folder / h.TEXTFILE).read_text().splitlines()
+        return {
+            ln.split()[0]: float(ln.split()[1]) for ln in lines if ln.startswith("gpuops_health_") and "{" not in ln
+        }
+
+    assert node.check() == 0 and node.drained
+    first = series()
+    assert (
+        first["gpuops_health_drained_since_timestamp_seconds"] >= first["gpuops_health_fault_since_timestamp_seconds"]
+    )
+    assert "gpuops_health_last_repair_seconds" not in first
+    node.set_faults({})
+    assert (
+        node.check() == 0
+        and series()["gpuops_health_drained_since_timestamp_seconds"]
+        == first["gpuops_health_drained_since_timestamp_seconds"]
+    )
+    node.boot = "boot-2"
+    assert node.check() == 0 and not node.drained
+    after = series()
+    assert "gpuops_health_drained_since_timestamp_seconds" not in after
+    assert "gpuops_health_fault_since_timestamp_seconds" not in after
+    # From the first fault to the resume, as the state's history has them.
+    history = json.loads(node.state.read_text())["node"]["history"]
+    fault = next(e["t"] for e in history if e["event"] == "fault")
+    resumed = next(e["t"] for e in history if e["event"] == "resume")
+    assert after["gpuops_health_last_repair_seconds"] == round(resumed - fault) > 0
