@@ -180,7 +180,9 @@ def run(args):
                 # Jobs that start on it before its next check drains it.
                 window = next_check(node, now) - max(now, node.job_end)
                 if window > 0:
-                    stats["jobs_on_faulty"] += sum(1 for _ in range(50) if rng.random() < window / args.job_gap / 50)
+                    # Jobs arriving at one per job_gap seconds over the window (Bernoulli steps).
+                    steps = [rng.random() < window / args.job_gap / 50 for _step in range(50)]
+                    stats["jobs_on_faulty"] += sum(steps)
             schedule(node, next_check(node, now), "check")
         elif what == "timeout":
             if not node.drained:

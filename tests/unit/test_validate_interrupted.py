@@ -87,7 +87,7 @@ def test_the_next_run_drains_again_what_an_interrupted_validation_resumed(tmp_pa
 
     # The run holds the two drained nodes and resumes them for its reservation, and is interrupted
     # there: main.yml's always section (drain them again, remove the reservation) never runs.
-    calls, _ = play(tmp_path, "hold", {"__validate_held": HELD})
+    calls, _drained = play(tmp_path, "hold", {"__validate_held": HELD})
     assert calls == [
         "scontrol create reservation ReservationName=gpuops-validate Nodes=gpu01,gpu02 Users=root StartTime=now "
         "Duration=UNLIMITED Flags=FLEX,IGNORE_JOBS",
