@@ -24,9 +24,11 @@ sys.path.insert(0, str(ROOT / ".collections"))
 from ansible_collections.gpuops.cluster.plugins.module_utils import (  # noqa: E402
     apt_index,
     dcgm,
+    health,
     ibstat,
     k8s,
     nccl_tests,
+    node_state,
     nvidia_smi,
     openpgp,
     pci,
@@ -39,6 +41,14 @@ FIXTURES = ROOT / "tests" / "unit" / "fixtures"
 KEY = ROOT / ".cache" / "gpusim" / "www" / "keys" / "gpusim-archive-keyring.asc"
 ARCHIVE_FPR = "DDD2F499504D61685FB2FDC94B9F49872D40B3F2"
 DEBIAN_CONTAINERD = "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3"
+
+
+def health_state(text):
+    state, _seen, _lost = health.load_state(text, "boot-1")
+    state = node_state.advance(state, [], [], boot_id="boot-2", now=1.0)
+    return node_state.decide(state, True, node_state.reason(state, health.PREFIX), health.PREFIX)
+
+
 READERS = {
     "topo": (nvidia_smi.parse_topo, "topo"),
     "smi_xml": (nvidia_smi.parse_query_xml, "smi_xml"),
@@ -59,6 +69,10 @@ READERS = {
     "sacctmgr": (slurm.parse_qos, "sacctmgr"),
     "nccl_tests": (nccl_tests.parse_nccl_tests, "nccl_tests"),
     "dcgmi_diag": (dcgm.parse_dcgmi_diag, "dcgmi_diag"),
+    "dcgmi_health": (dcgm.parse_dcgmi_health, "dcgmi_health"),
+    # gpuops-health's state file, through what a check does with it (never an exception: a state it
+    # cannot read is a lost one, which keeps a node it drained out).
+    "health_state": (health_state, "health_state"),
     "containerd_plan": (lambda text: k8s.containerd_plan(DEBIAN_CONTAINERD, text), "containerd"),
     # A repository's Packages index, through what the air-gap manifest takes from it.
     "packages_index": (
@@ -68,6 +82,8 @@ READERS = {
         "ubuntu_archive",
     ),
 }
+
+
 # What the mutations splice in: the readers' own separators, huge and odd numbers, characters that
 # str.isdigit() takes and int() refuses, lone surrogates, launcher prefixes.
 PIECES = ["|", "+", ":", " ", "\t", "\n", "-", "#", "0", "9" * 40, "N/A", "<", ">", '"', "\\", "\u00b2",

@@ -52,6 +52,8 @@ SLURM_TIMEOUT_S = 5
 # so that the whole check with its Slurm calls stays inside slurmd's 60 s.
 RESET_AFTER_S = 30
 RESET_TIMEOUT_S = 15
+# How long a check waits for another one of the same node (slurmd's, a person's) to finish.
+LOCK_WAIT_S = 10
 # Xid lines remembered as read, so that the next check counts only new ones (bounded: a kernel log
 # that floods with Xids does not grow the state file).
 _SEEN_LIMIT = 512

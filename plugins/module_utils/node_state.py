@@ -108,10 +108,11 @@ def load(data, boot_id=""):
     for part in ("failed", "owed"):
         entries = data.get(part)
         if isinstance(entries, dict):
+            needs = ("check", "subject") if part == "failed" else ("action", "subject")
             state[part] = {
                 str(key): entry
                 for key, entry in list(entries.items())[:_ENTRY_LIMIT]
-                if isinstance(entry, dict) and isinstance(entry.get("subject"), str)
+                if isinstance(entry, dict) and all(isinstance(entry.get(name), str) for name in needs)
             }
     history = data.get("history")
     if isinstance(history, list):

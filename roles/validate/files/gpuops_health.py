@@ -11,6 +11,7 @@ launcher, ``/usr/local/sbin/gpuops-health``.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import signal
@@ -137,6 +138,31 @@ def _arguments(argv):
     return parser.parse_args(argv)
 
 
+def _lock(path, wait):
+    """An exclusive lock on ``path`` (the state file's ``.lock``), waited for up to ``wait`` seconds:
+    ``(handle, None)``, or ``(None, holder)`` with the pid the holder wrote. slurmd's check, node-problem-
+    detector's and a person's --clear-xids read and write one state file: one at a time."""
+    os.makedirs(os.path.dirname(path) or ".", mode=0o755, exist_ok=True)
+    handle = open(path, "a+", encoding="utf-8")
+    end = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if time.monotonic() >= end:
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                handle.close()
+                return None, holder
+            time.sleep(0.2)
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle, None
+
+
 class _Deadline(Exception):
     """The checks ran past their deadline."""
 
@@ -196,6 +222,15 @@ def main(argv=None, node=None):
     args = _arguments(argv)
     node = node or Node()
     started = time.monotonic()
+    if args.mode != "report":
+        try:
+            lock, holder = _lock(f"{args.state}.lock", h.LOCK_WAIT_S)
+        except OSError as exc:
+            lock, holder = None, f"none: {exc}"
+        if lock is None:
+            # Another check of this node runs now (slurmd's, or a person's --clear-xids): it decides.
+            _say(f"gpuops-health: another check of this node holds {args.state}.lock (pid {holder}); this one stops")
+            return h.NPD_UNKNOWN if args.mode == "npd" else 0
     config, state, seen, records, lost, why = _check(args, node)
     if state is None:
         state = ns.new_state()

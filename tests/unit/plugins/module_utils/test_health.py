@@ -7,7 +7,9 @@ resume only its own drains), node-problem-detector's exit codes, and bad configu
 from __future__ import annotations
 
 import ast
+import fcntl
 import json
+import os
 import re
 import shutil
 import socket
@@ -797,3 +799,21 @@ def test_the_textfile_times_each_repair_from_the_fault_to_back_in_service(tmp_pa
     fault = next(e["t"] for e in history if e["event"] == "fault")
     resumed = next(e["t"] for e in history if e["event"] == "resume")
     assert after["gpuops_health_last_repair_seconds"] == round(resumed - fault) > 0
+
+
+def test_one_check_at_a_time_reads_and_writes_the_state(tmp_path, monkeypatch, capsys):
+    """slurmd's check and a person's --clear-xids at once: the second waits for the first (a lock
+    beside the state file), and stops where the first holds it too long, naming its pid."""
+    node = FakeNode(tmp_path, "pcie-l40s", {"lost_gpus": {"count": 1}})
+    monkeypatch.setattr(h, "LOCK_WAIT_S", 0.5)
+    with open(f"{node.state}.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("4242\n")
+        held.flush()
+        assert node.check() == 0 and node.updates == [] and not node.state.exists()
+        assert "holds " in (out := capsys.readouterr().out) and "(pid 4242)" in out
+        assert node.check("report") == 1  # a person's look needs no lock
+    assert node.check() == 0 and node.reason == "gpuops-health: gpu_count node"
+    # The holder's pid is in the lock file (this process, here): a stopped check names it.
+    with open(f"{node.state}.lock") as lock:
+        assert lock.read().strip() == str(os.getpid())

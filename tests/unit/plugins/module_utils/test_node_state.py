@@ -126,3 +126,10 @@ def test_the_validate_role_s_readme_prints_the_state_machine_as_the_code_has_it(
     readme = (ROOT / "roles" / "validate" / "README.md").read_text()
     rows = [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in ns.TRANSITIONS]
     assert "\n".join(rows) in readme
+
+
+def test_stored_entries_without_their_fields_are_dropped_not_trusted():
+    """Found by make fuzz: a failed entry without its check raised a KeyError in advance()."""
+    state, _note = ns.load({"schema": 1, "failed": {"x y": {"subject": "y"}}, "owed": {"r": {"subject": "GPU0"}}})
+    assert state["failed"] == {} and state["owed"] == {}
+    assert ns.advance(state, [fail("xid", "GPU0")], [], boot_id="b", now=1)["failed"]["xid GPU0"]["check"] == "xid"
