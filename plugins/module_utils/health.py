@@ -54,6 +54,10 @@ RESET_AFTER_S = 30
 RESET_TIMEOUT_S = 15
 # How long a check waits for another one of the same node (slurmd's, a person's) to finish.
 LOCK_WAIT_S = 10
+# Watch mode (gpuops-health-watch.service): a check this long after an Xid line (the lines of one
+# fault come together: Xid 94, then 154), and at most one check per WATCH_GAP_S.
+WATCH_SETTLE_S = 2
+WATCH_GAP_S = 10
 # Xid lines remembered as read, so that the next check counts only new ones (bounded: a kernel log
 # that floods with Xids does not grow the state file).
 _SEEN_LIMIT = 512

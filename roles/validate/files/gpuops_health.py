@@ -14,6 +14,7 @@ import argparse
 import fcntl
 import json
 import os
+import selectors
 import signal
 import socket
 import subprocess
@@ -78,6 +79,17 @@ class Node:
     def now():
         return time.time()
 
+    def follow(self):
+        """The kernel log as it grows (``dmesg -w``, else ``journalctl -k -f``): a process whose stdout
+        (bytes, unbuffered) carries it, or None where neither can follow it."""
+        env = {**os.environ, "LC_ALL": "C", "PATH": search_path(os.environ.get("PATH", ""))}
+        for argv in (["dmesg", "-w"], ["journalctl", "-k", "-f", "-n", "all", "-o", "cat", "--no-pager"]):
+            try:
+                return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0, env=env)
+            except OSError:
+                continue
+        return None
+
 
 def _write_state(path, text):
     os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
@@ -120,11 +132,11 @@ def _arguments(argv):
     )
     parser.add_argument(
         "--mode",
-        choices=["report", "slurm", "npd"],
+        choices=["report", "slurm", "npd", "watch"],
         default="report",
         help="report: print only (changes nothing, not even the state file); slurm: drain and resume "
         "(slurmd's HealthCheckProgram); npd: node-problem-detector's custom plugin (exit 0 OK, 1 problem, "
-        "2 unknown)",
+        "2 unknown); watch: follow the kernel log and run the Slurm mode's check at each new Xid (a service)",
     )
     parser.add_argument("--config", default=h.CONFIG)
     parser.add_argument("--state", default=h.STATE)
@@ -218,9 +230,49 @@ def _check(args, node):
             signal.alarm(0)
 
 
-def main(argv=None, node=None):
+def watch(args, node):
+    """Watch mode: follow the kernel log and run the Slurm mode's check at once when an Xid line comes,
+    so that a fatal fault drains the node within seconds whatever slurmd's HealthCheckInterval. A burst
+    of lines (Xid 94, then 154) gives one check, WATCH_SETTLE_S after its first line, and checks come
+    at most every WATCH_GAP_S; a line meanwhile gives one more check after the gap. Returns when the
+    follower ends (systemd starts the service again)."""
+    follower = node.follow()
+    if follower is None:
+        _say("gpuops-health: cannot follow the kernel log (neither dmesg -w nor journalctl -k -f)", sys.stderr)
+        return 2
+    check = ["--mode", "slurm", "--config", args.config, "--state", args.state]
+    selector = selectors.DefaultSelector()
+    selector.register(follower.stdout, selectors.EVENT_READ)
+    due, last, partial = None, -h.WATCH_GAP_S, b""
+    try:
+        while True:
+            timeout = None if due is None else max(due - time.monotonic(), 0)
+            if selector.select(timeout):
+                # Whatever the pipe holds (os.read, not a buffered readline: select would not see
+                # lines a buffer already took); a line cut between two reads is joined.
+                chunk = os.read(follower.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                lines = (partial + chunk).split(b"\n")
+                partial = lines.pop()[-4096:]
+                if due is None and any(b"NVRM: Xid" in line for line in lines):
+                    due = max(time.monotonic() + h.WATCH_SETTLE_S, last + h.WATCH_GAP_S)
+                continue
+            _say("gpuops-health: an Xid in the kernel log: checking now")
+            main(check, node)
+            due, last = None, time.monotonic()
+    finally:
+        selector.close()
+        follower.kill()
+        follower.wait()
+    return 1
+
+
+def main(argv=None, node=None):  # noqa: PLR0911 - one exit status per mode
     args = _arguments(argv)
     node = node or Node()
+    if args.mode == "watch":
+        return watch(args, node)
     started = time.monotonic()
     if args.mode != "report":
         try:

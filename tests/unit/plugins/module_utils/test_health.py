@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -93,7 +94,17 @@ class FakeNode(cli.Node):
             self.drained = fields["State"] == "DRAIN"
             self.reason = fields.get("Reason", "") if self.drained else ""
             return "", None
-        env = {
+        env = self.env()
+        path = self.bin / argv[0]
+        if not path.exists():
+            return None, f"{argv[0]} is not installed"
+        done = subprocess.run([str(path), *argv[1:]], capture_output=True, text=True, env=env, check=False)
+        if done.returncode != 0 and not done.stdout.strip():
+            return None, f"`{' '.join(argv)}` exited {done.returncode}"
+        return done.stdout, None
+
+    def env(self):
+        return {
             "PATH": f"{self.bin}:/usr/bin:/bin",
             "GPUSIM_FAULTS": str(self.faults),
             "GPUSIM_PROFILE_DIR": str(GPUSIM / "profiles" / self.profile),
@@ -103,13 +114,6 @@ class FakeNode(cli.Node):
             "GPUSIM_MIG_STATE": str(self.faults.parent / "mig.json"),
             "LC_ALL": "C",
         }
-        path = self.bin / argv[0]
-        if not path.exists():
-            return None, f"{argv[0]} is not installed"
-        done = subprocess.run([str(path), *argv[1:]], capture_output=True, text=True, env=env, check=False)
-        if done.returncode != 0 and not done.stdout.strip():
-            return None, f"`{' '.join(argv)}` exited {done.returncode}"
-        return done.stdout, None
 
     def file(self, path):
         return f"{self.boot}\n" if path == "/proc/sys/kernel/random/boot_id" else super().file(path)
@@ -117,6 +121,12 @@ class FakeNode(cli.Node):
     def now(self):
         self.clock += 60
         return self.clock
+
+    def follow(self):
+        """The stand-in dmesg -w, with this node's faults: it prints Xids injected later as they come."""
+        env = dict(self.env(), PYTHONUNBUFFERED="1")
+        self.follower = subprocess.Popen([str(self.bin / "dmesg"), "-w"], stdout=subprocess.PIPE, bufsize=0, env=env)
+        return self.follower
 
     def no_repair(self):
         """The check without its reset step (validate_health_reset: false): the state machine alone."""
@@ -817,3 +827,33 @@ def test_one_check_at_a_time_reads_and_writes_the_state(tmp_path, monkeypatch, c
     # The holder's pid is in the lock file (this process, here): a stopped check names it.
     with open(f"{node.state}.lock") as lock:
         assert lock.read().strip() == str(os.getpid())
+
+
+def test_watch_mode_drains_at_the_xid_line_without_waiting_for_slurmd_s_interval(tmp_path, monkeypatch, capsys):
+    """gpuops-health --mode watch (gpuops-health-watch.service) follows the kernel log; an Xid injected
+    while it runs drains the node at once (here a reset-curable one: reset on the node, then narrowed)."""
+    monkeypatch.setattr(h, "WATCH_SETTLE_S", 0.2)
+    monkeypatch.setattr(h, "WATCH_GAP_S", 1)
+    node = FakeNode(tmp_path, "pcie-l40s")
+    injected = {}
+
+    def inject():
+        time.sleep(1.5)  # the follower has printed the log as it was: no Xid, no check
+        injected["updates"] = list(node.updates)
+        node.set_faults({"xid": [{"gpu": 1, "xid": 48}], "_": 1})
+        injected["t"] = time.monotonic()
+        for _wait in range(100):
+            if node.drained:
+                break
+            time.sleep(0.1)
+        injected["drained"] = time.monotonic() - injected["t"]
+        node.follower.kill()
+
+    worker = threading.Thread(target=inject)
+    worker.start()
+    assert node.check("watch") == 1  # returns when its follower ends (systemd starts it again)
+    worker.join()
+    assert injected["updates"] == []
+    assert node.drained and node.reason == "gpuops-health: xid GPU1"
+    assert injected["drained"] < 6, injected
+    assert "an Xid in the kernel log: checking now" in capsys.readouterr().out
