@@ -52,6 +52,10 @@ SLURM_TIMEOUT_S = 5
 # so that the whole check with its Slurm calls stays inside slurmd's 60 s.
 RESET_AFTER_S = 30
 RESET_TIMEOUT_S = 15
+# The evidence of a drain (gpuops_health._evidence): each output the check read, cut to its last
+# EVIDENCE_OUTPUT_CHARS characters, and the newest EVIDENCE_KEEP bundles kept.
+EVIDENCE_OUTPUT_CHARS = 262144
+EVIDENCE_KEEP = 20
 # How long a check waits for another one of the same node (slurmd's, a person's) to finish.
 LOCK_WAIT_S = 10
 # Watch mode (gpuops-health-watch.service): a check this long after an Xid line (the lines of one

@@ -222,15 +222,11 @@ def advance(state, records, faults, *, boot_id, now, recovery=None, clear=False,
         state["boot_id"] = boot_id
     for key, entry in list(state["owed"].items()):
         observed = None
+        now_says = (recovery or {}).get(entry["subject"], "absent")
+        driver_reset = entry.get("source") == "driver" and recovery_action(now_says) is None
         if rebooted and entry["action"] in ("reset", "reboot"):
             observed = "reboot observed (a new boot id)"
-        elif (
-            entry["action"] == "reset"
-            and entry.get("source") == "driver"
-            and recovery is not None
-            and entry["subject"] in recovery
-            and recovery_action(recovery[entry["subject"]]) is None
-        ):
+        elif entry["action"] == "reset" and driver_reset and now_says != "absent":
             observed = "reset observed (the driver's recovery action is None again)"
         elif clear:
             observed = "cleared by a person (--clear-xids)"

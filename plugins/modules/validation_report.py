@@ -182,6 +182,13 @@ from ansible_collections.gpuops.cluster.plugins.module_utils import report as r
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
 
 
+def _failed_checks(checks, findings):
+    """The checks a node failed this run, and those it was drained for that did not pass again."""
+    failed = {c["check"] for c in checks if c["verdict"] == "fail"}
+    still = {f.split(": ", 1)[1].split(" ", 1)[0] for f in findings if " was failing when drained" in f}
+    return sorted(failed | still)
+
+
 def _within_budget(drain, nodes, p):
     """``(drain, refused)``: the drains the blast-radius budget allows (node_state.budget, counting the
     nodes Slurm shows out by automation and the drains already allowed), and ``[(host, why)]`` the others."""
@@ -343,14 +350,7 @@ def main():
             "findings": by_host.get(host, []),
             # Every check the node failed or still owes, in full: what a later run must see pass
             # before it resumes the node (the drain reason Slurm keeps is cut at 200 characters).
-            "failed_checks": sorted(
-                {c["check"] for c in entry["checks"] if c["verdict"] == "fail"}
-                | {
-                    f.split(": ", 1)[1].split(" ", 1)[0]
-                    for f in by_host.get(host, [])
-                    if " was failing when drained" in f
-                }
-            ),
+            "failed_checks": _failed_checks(entry["checks"], by_host.get(host, [])),
             "fabric": nodes[host].get("fabric"),
             "compute_ports": [
                 {k: port.get(k) for k in ("name", "ca_type", "state", "rate") if k in port}

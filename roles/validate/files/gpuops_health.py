@@ -147,7 +147,9 @@ def _arguments(argv):
         help="a person's word that the GPUs were reset or repaired: clears every reset, reboot or inspection "
         "the node owes (recorded in the state's history); its failed checks must still pass again",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.evidence = []  # what the checks read, for the evidence of a drain
+    return args
 
 
 def _lock(path, wait):
@@ -184,6 +186,12 @@ def _check(args, node):
     failure to check (the deadline, a configuration, an unexpected error) is ``why``, never a traceback."""
     config, state, seen, records, lost = None, None, {}, [], None
 
+    def read(check, argv):
+        text, why = node.read(check, argv)
+        output = (text or "")[-h.EVIDENCE_OUTPUT_CHARS :]
+        args.evidence.append({"check": check, "command": " ".join(argv), "output": output, "error": why})
+        return text, why
+
     def deadline(_signum, _frame):
         raise _Deadline(f"the checks took more than {h.DEADLINE_S} s")
 
@@ -200,7 +208,7 @@ def _check(args, node):
             )
         config = h.load_config(text, args.config)
         config["sysfs_gpus"] = h.sysfs_gpus()
-        records, faults, recovery, seen = h.node_checks(config, node.read, seen, boot_id)
+        records, faults, recovery, seen = h.node_checks(config, read, seen, boot_id)
         quarantine = (
             (config["quarantine_faults"], config["quarantine_days"] * 86400) if config["quarantine_faults"] else None
         )
@@ -359,6 +367,8 @@ def _slurm(args, node, config, state, seen, records, lost, started):  # noqa: PL
             why = f"not drained: {budget}. Outstanding: {why}"
     done, problem = _act(node, name, action, why)
     state = _record(state, node, action, why, done)
+    if action == "drain" and not drained and done is not None:
+        state = _evidence(args, node, name, state, why, records)
     ours = (
         why
         if action == "drain" and done is not None
@@ -377,6 +387,36 @@ def _slurm(args, node, config, state, seen, records, lost, started):  # noqa: PL
     _say(f"gpuops-health: {name}: {action}: {why}")
     if done is None:
         _say(f"gpuops-health: {action} {name} failed: {problem}", sys.stderr)
+
+
+def _evidence(args, node, name, state, why, records):  # noqa: PLR0917 - the run's parts, named
+    """What the check saw when it took the node out, kept beside the state file (``evidence/``, 0600,
+    the newest EVIDENCE_KEEP): the outputs it read (each cut to EVIDENCE_OUTPUT_CHARS), its records, and
+    what the node owes. Nothing more is run: a drain stays within slurmd's 60 s. Named in the history."""
+    folder = os.path.join(os.path.dirname(args.state) or ".", "evidence")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(node.now()))
+    path = os.path.join(folder, f"{stamp}-{name}.json")
+    bundle = {
+        "node": name,
+        "time": stamp,
+        "reason": why,
+        "failed": state["failed"],
+        "owed": state["owed"],
+        "records": records,
+        "outputs": args.evidence,
+    }
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        _write_state(path, json.dumps(bundle, indent=1, sort_keys=True))
+        kept = sorted(entry for entry in os.listdir(folder) if entry.endswith(".json"))
+        for old in kept[: -h.EVIDENCE_KEEP]:
+            os.unlink(os.path.join(folder, old))
+    except OSError as exc:
+        _say(f"gpuops-health: cannot keep the evidence in {folder}: {exc}", sys.stderr)
+        return state
+    _say(f"gpuops-health: {name}: evidence: {path}")
+    event = {"t": round(node.now(), 3), "event": "evidence", "detail": path}
+    return dict(state, history=[*state["history"], event][-128:])
 
 
 def _act(node, name, action, why):

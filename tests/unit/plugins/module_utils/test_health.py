@@ -556,7 +556,7 @@ def test_xid_154_node_reboot_required_keeps_the_node_drained_until_it_reboots(tm
     node.boot = "boot-2"  # the reboot, observed by a new boot id
     assert node.check() == 0 and not node.drained
     events = [e["event"] for e in json.loads(node.state.read_text())["node"]["history"]]
-    assert events == ["fault", "failed", "drain", "passed", "drain", "observed", "resume"]
+    assert events == ["fault", "failed", "drain", "evidence", "passed", "drain", "observed", "resume"]
 
 
 def test_xid_94_with_154_gpu_reset_required_stays_until_the_driver_says_the_gpu_was_reset(tmp_path):
@@ -857,3 +857,21 @@ def test_watch_mode_drains_at_the_xid_line_without_waiting_for_slurmd_s_interval
     assert node.drained and node.reason == "gpuops-health: xid GPU1"
     assert injected["drained"] < 6, injected
     assert "an Xid in the kernel log: checking now" in capsys.readouterr().out
+
+
+def test_a_drain_keeps_what_the_check_saw_as_evidence_beside_the_state(tmp_path, capsys):
+    node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 3, "xid": 79}]})
+    assert node.check() == 0 and node.drained
+    (bundle,) = (tmp_path / "evidence").iterdir()
+    assert oct(bundle.stat().st_mode & 0o777) == "0o600" and bundle.name.endswith("-gpu-1.json")
+    data = json.loads(bundle.read_text())
+    assert data["reason"] == node.reason and "reboot GPU3" in data["owed"]
+    commands = [o["command"] for o in data["outputs"]]
+    assert commands[:2] == ["nvidia-smi -q -x", "dmesg"] and "ibstat" in commands
+    assert any("NVRM: Xid" in o["output"] and ": 79," in o["output"] for o in data["outputs"])
+    assert f"evidence: {bundle}" in capsys.readouterr().out
+    history = json.loads(node.state.read_text())["node"]["history"]
+    assert [e["detail"] for e in history if e["event"] == "evidence"] == [str(bundle)]
+    # Drained already: a narrower reason is not a new drain, and keeps no new bundle.
+    node.set_faults({})
+    assert node.check() == 0 and len(list((tmp_path / "evidence").iterdir())) == 1
