@@ -262,6 +262,16 @@ Every expected value comes from the node's detected hardware or a threshold name
 <td class="v {{ node.verdict }}">{{ node.verdict }}</td>
 <td>{{ node.checks | selectattr('verdict', 'eq', 'fail') | map(attribute='check') | unique | join(', ') }}</td>
 <td>{{ report.actions.get(host, '') }}</td></tr>{% endfor %}</table>
+{% if report.repair and (report.repair.nodes or report.repair.budget) %}<h2 id="repair">Repair (gpuops-health)</h2>
+<p class="note">{% if report.repair.budget %}Out by automation now: {{ report.repair.budget.out | length }} of
+{{ report.repair.budget.fleet }} nodes (the blast-radius budget: {{ report.repair.budget.limit }}).
+{% endif %}Median repair, fault to back in service:
+{{ '%d s' % report.repair.median_repair_s if report.repair.median_repair_s is not none else 'none yet' }}.
+In quarantine: {{ report.repair.quarantined | join(', ') or 'none' }}.</p>
+<table><tr><th>node</th><th>owes</th><th>drained since</th><th>last repair</th></tr>
+{% for host, row in report.repair.nodes | dictsort %}<tr><td>{{ host }}</td>
+<td>{{ row.outstanding | join(', ') or row.note | default('nothing') }}</td><td>{{ row.drained_since or '' }}</td>
+<td>{{ '%d s' % row.last_repair_s if row.last_repair_s is not none else '' }}</td></tr>{% endfor %}</table>{% endif %}
 {% if report.cluster.checks or report.cluster.nccl %}<h2 id="cluster">Across nodes</h2>
 {% if report.cluster.nccl_svg %}<div class="figs"><div>{{ report.cluster.nccl_svg | safe }}</div></div>{% endif %}
 {{ checks_table(report.cluster.checks) }}{% endif %}

@@ -1216,6 +1216,8 @@ def report_nodes(hosts, health, nccl, facts, sinfo_text="", names=None):  # noqa
             "nccl": [run] if isinstance(run, dict) and "record" in run else [],
             "nvidia_gpu": facts[index] if index < len(facts) and isinstance(facts[index], dict) else {},
             "drained": reasons.get(names[index] if index < len(names) else host, ""),
+            # gpuops-health's state file as node_health read it: the report's repair section.
+            "health_state": result.get("health_state"),
             "name": names[index] if index < len(names) and names[index] else host,
         }
     return nodes

@@ -86,6 +86,12 @@ options:
     description: Overrides of the derived values (the validate role's C(validate_thresholds)).
     type: dict
     default: {}
+  health_state:
+    description:
+      - The state file of the node's health check (gpuops-health), returned as it is (RV(health_state)) for the
+        validation report's repair section; none where the check does not run here.
+    type: path
+    default: /var/lib/gpuops/health-state.json
   nccl_tests:
     description:
       - Path of nccl-tests' C(all_reduce_perf) on this node. When it is not there, C(nccl_node) is a
@@ -152,6 +158,10 @@ nccl_expected:
   description: The single-node all_reduce bus bandwidth to expect and its floor, with the formula.
   returned: always
   type: dict
+health_state:
+  description: The text of O(health_state) (what the node owes, its last repair), or null where there is none.
+  returned: when the node has NVIDIA GPUs
+  type: str
 nccl_tests_present:
   description: Whether O(nccl_tests) is an executable file on this node (false without O(nccl_tests)).
   returned: always
@@ -316,6 +326,7 @@ def main():
             "slurm_headroom_mib": {"type": "int", "default": 0},
             "thresholds": {"type": "dict", "default": {}},
             "nccl_tests": {"type": "path"},
+            "health_state": {"type": "path", "default": "/var/lib/gpuops/health-state.json"},
             **ROOT_OPTION,
         },
         supports_check_mode=True,
@@ -478,6 +489,7 @@ def main():
         nccl_expected=v.nccl_node_expectation(facts, gpus, p["thresholds"]),
         nccl_tests_present=present,
         gpus=[{k: g.get(k) for k in ("index", "name", "pci_bus_id", "pcie", "ecc")} for g in gpus],
+        health_state=(host.read(p["health_state"]) or None),
     )
 
 

@@ -126,6 +126,14 @@ drain:
       checks, such as C(nvlink GPU3).
   returned: always
   type: dict
+repair:
+  description:
+    - The repair section, from each node's gpuops-health state (node_health's C(health_state)) - C(nodes) (per node,
+      C(outstanding), what it owes; C(quarantined); C(drained_since); C(last_repair_s), its last repair from the
+      fault to back in service), C(quarantined), C(median_repair_s) and C(budget) (C(fleet), C(out), C(limit);
+      where O(sinfo) is given).
+  returned: always
+  type: dict
 budget_refused:
   description: Nodes that failed but were not drained, the blast-radius budget being spent (gate mode, O(sinfo) given).
   returned: always
@@ -175,11 +183,58 @@ warnings_text:
 import datetime
 import json
 import os
+import statistics
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuops.cluster.plugins.module_utils import health
 from ansible_collections.gpuops.cluster.plugins.module_utils import node_state as ns
 from ansible_collections.gpuops.cluster.plugins.module_utils import report as r
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
+
+
+def _repair(p, nodes):
+    """The repair section: per node whose health check keeps a state (gpuops-health), what it owes and
+    since when, its last repair's time (fault to back in service); the nodes in quarantine, the median
+    repair time, and the blast-radius budget used now (where O(sinfo) is given)."""
+    rows, repairs = {}, []
+    for host in sorted(nodes):
+        text = nodes[host].get("health_state")
+        if not isinstance(text, str):
+            continue
+        state, _seen, lost = health.load_state(text, "")
+        if lost:
+            rows[host] = {"outstanding": [], "note": f"state not readable: {lost}"}
+            continue
+        timing = ns.timing(state)
+        if timing["last_repair_s"] is not None:
+            repairs.append(timing["last_repair_s"])
+        rows[host] = {
+            "outstanding": ns.outstanding(state),
+            "quarantined": "inspect node" in state["owed"],
+            "drained_since": _when(timing["drained_since"]),
+            "last_repair_s": None if timing["last_repair_s"] is None else round(timing["last_repair_s"]),
+        }
+    budget = None
+    if p["sinfo"] is not None:
+        fleet, out = ns.fleet_out(p["sinfo"])
+        budget = {
+            "fleet": len(fleet),
+            "out": sorted(out),
+            "limit": ns.budget_limit(len(fleet), p["budget_nodes"], p["budget_percent"]),
+        }
+    return {
+        "nodes": rows,
+        "quarantined": sorted(host for host, row in rows.items() if row.get("quarantined")),
+        "median_repair_s": round(statistics.median(repairs)) if repairs else None,
+        "budget": budget,
+    }
+
+
+def _when(seconds):
+    if seconds is None:
+        return None
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)  # noqa: UP017 - older controllers
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _failed_checks(checks, findings):
@@ -387,6 +442,7 @@ def main():
         drain, refused = _within_budget(drain, nodes, p)
         for host, why in refused:
             report["actions"][host] = f"not drained: {why}"
+    report["repair"] = _repair(p, nodes)
     report["drain"] = drain
     report["budget_refused"] = [host for host, _why in refused]
     report["resume"] = resume
@@ -422,6 +478,7 @@ def main():
         verdict=report["verdict"],
         drain=report["drain"],
         budget_refused=report["budget_refused"],
+        repair=report["repair"],
         resume=resume,
         findings=findings,
         findings_by_host={host: lines for host, lines in by_host.items() if lines},

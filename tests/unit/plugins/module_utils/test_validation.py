@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.gpuops.cluster.plugins.module_utils import dcgm, fleet, nccl_tests, nvidia_smi
+from ansible_collections.gpuops.cluster.plugins.module_utils import dcgm, fleet, health, nccl_tests, nvidia_smi
+from ansible_collections.gpuops.cluster.plugins.module_utils import node_state as ns
 from ansible_collections.gpuops.cluster.plugins.module_utils import report as r
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
 from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts
@@ -596,3 +597,30 @@ def test_the_gate_s_drains_count_against_the_blast_radius_budget(controller, tmp
     assert result["findings_by_host"]["n2"]
     bad = run_module(validation_report.main, _report_args(tmp_path, sinfo=sinfo, budget_nodes=0))
     assert bad.failed and "budget_nodes is 0" in bad.result["msg"]
+
+
+def test_the_report_s_repair_section_reads_each_node_s_health_state(controller, tmp_path):
+    owing = ns.advance(
+        ns.new_state("b1"), [], [ns.fault("inspect", "node", "3 faults")], boot_id="b1", now=1_764_300_000
+    )
+    owing["history"].append({"t": 1_764_300_010.0, "event": "drain", "detail": "gpuops-health: inspect node"})
+    healed = ns.new_state("b1")
+    healed["history"] = [
+        {"t": 100.0, "event": "fault", "detail": "reset GPU1: Xid 48"},
+        {"t": 101.0, "event": "drain", "detail": "x"},
+        {"t": 640.0, "event": "resume", "detail": "x"},
+    ]
+    args = _report_args(tmp_path, sinfo="n1|drain|gpuops-health: inspect node\nn2|idle|none\n")
+    args["nodes"]["n1"]["health_state"] = health.dump_state(owing, {})
+    args["nodes"]["n2"]["health_state"] = health.dump_state(healed, {})
+    repair = run_module(validation_report.main, args).result["repair"]
+    assert repair["nodes"]["n1"] == {
+        "outstanding": ["inspect node"],
+        "quarantined": True,
+        "drained_since": "2025-11-28 03:20:10 UTC",
+        "last_repair_s": None,
+    }
+    assert repair["nodes"]["n2"]["last_repair_s"] == 540 and repair["median_repair_s"] == 540
+    assert repair["quarantined"] == ["n1"] and repair["budget"] == {"fleet": 2, "out": ["n1"], "limit": 1}
+    page = (tmp_path / "report" / "validation.html").read_text()
+    assert "Repair (gpuops-health)" in page and "In quarantine: n1." in page

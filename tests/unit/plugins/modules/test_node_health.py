@@ -322,3 +322,14 @@ def test_dcgm_diag_is_a_visible_skip_on_gpus_split_by_mig(stand_ins):
     assert plan["runs"] == [] and "MIG" in plan["skipped"][0]["reason"]
     facts["gpus"][0] = _mig(facts["gpus"][0], whole)
     assert v.mig_split_gpus(facts) == []
+
+
+def test_the_health_check_s_state_and_the_driver_s_recovery_action_come_back(stand_ins):
+    result, checks = health(stand_ins, "pcie-l40s", {"recovery_action": [{"gpu": 2, "action": "Reset"}]})
+    assert result["health_state"] is None  # gpuops-health does not run here
+    assert checks[("recovery_action", "GPU2")]["verdict"] == "fail"
+    assert checks[("recovery_action", "GPU2")]["measured"] == "Reset"
+    (stand_ins.root / "var/lib/gpuops").mkdir(parents=True)
+    (stand_ins.root / "var/lib/gpuops/health-state.json").write_text('{"node": {}}')
+    result, _checks = health(stand_ins, "pcie-l40s")
+    assert result["health_state"] == '{"node": {}}'
