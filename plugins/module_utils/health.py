@@ -309,23 +309,18 @@ def reason_for(records, limit=200):
 
 
 def parse_node_line(text, node):
-    """``(state, reason)`` of ``node`` from ``sinfo -h -N -n NODE -o '%N|%t|%E'``: the compact state
-    (``idle``, ``drain``: drained and idle, ``drng``: draining with jobs, ``mix``, ``alloc``...) without
-    its flags, or ("", "") where sinfo does not list it."""
+    """``(state, drained, reason)`` of ``node`` from ``sinfo -h -N -n NODE -o '%N|%t|%E'``: the compact
+    state without its flags (``idle``; ``drain``: drained and idle; ``drng``: draining with jobs; ``mix``...),
+    whether it has the DRAIN flag, and its reason ("" when not drained); ("", False, "") where sinfo does
+    not list it."""
     for line in (text or "").splitlines():
         name, _sep, rest = line.strip().partition("|")
         if name == node:
             state, _sep, reason = rest.partition("|")
-            return state.strip().rstrip("*~#!%$@^-+").lower(), reason.strip()
-    return "", ""
-
-
-def parse_node_state(text, node):
-    """``(drained, reason)`` of ``node`` from ``sinfo -h -N -n NODE -o '%N|%t|%E'``; (False, "") when not drained."""
-    reasons = v.parse_sinfo_reasons(text)
-    if node in reasons:
-        return True, reasons[node]
-    return False, ""
+            state = state.strip().rstrip("*~#!%$@^-+").lower()
+            drained = state.startswith(("drain", "drng"))
+            return state, drained, reason.strip() if drained else ""
+    return "", False, ""
 
 
 def read_file(path):

@@ -190,6 +190,14 @@ def proven(check, subject, records):
     )
 
 
+def with_event(state, now, event, detail=""):
+    """A copy of ``state`` with one more event in its history (bounded): what the node's own steps
+    (drain, resume, evidence) add beside the transitions :func:`advance` records."""
+    state = {**state, "history": list(state["history"])}
+    _event(state, now, event, detail)
+    return state
+
+
 def _event(state, now, event, detail=""):
     state["history"].append({"t": round(float(now), 3), "event": event, "detail": str(detail)[:300]})
     del state["history"][:-_HISTORY_LIMIT]

@@ -340,8 +340,7 @@ def _slurm(args, node, config, state, seen, records, lost, started):  # noqa: PL
         _say(f"gpuops-health: cannot read {name}'s state from Slurm: {reason}", sys.stderr)
         _write_textfile(config, records)
         return
-    drained, reason_now = h.parse_node_state(text, name)
-    before, _reason = h.parse_node_line(text, name)
+    before, drained, reason_now = h.parse_node_line(text, name)
     if lost and drained and reason_now.startswith(h.PREFIX) and not ns.outstanding(state):
         # Drained by this check, and what for is lost: the node owes a reboot (or a person's word).
         state = ns.advance(
@@ -415,8 +414,7 @@ def _evidence(args, node, name, state, why, records):  # noqa: PLR0917 - the run
         _say(f"gpuops-health: cannot keep the evidence in {folder}: {exc}", sys.stderr)
         return state
     _say(f"gpuops-health: {name}: evidence: {path}")
-    event = {"t": round(node.now(), 3), "event": "evidence", "detail": path}
-    return dict(state, history=[*state["history"], event][-128:])
+    return ns.with_event(state, node.now(), "evidence", path)
 
 
 def _act(node, name, action, why):
@@ -429,8 +427,7 @@ def _act(node, name, action, why):
 
 def _record(state, node, action, why, done):
     if action in ("drain", "resume", "refused") and done is not None:
-        event = {"t": round(node.now(), 3), "event": action, "detail": why[:300]}
-        state = dict(state, history=[*state["history"], event][-64:])
+        state = ns.with_event(state, node.now(), action, why)
     return state
 
 
