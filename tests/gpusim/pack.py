@@ -38,6 +38,7 @@ TOOLS = {
     "gpusim-devices": "usr/local/sbin",
     "gpusim-sysfs": "usr/local/sbin",
     "mokutil": "usr/local/bin",
+    "gpusim-archive-slice": "usr/local/sbin",
 }
 
 DEVICES_UNIT = """\
