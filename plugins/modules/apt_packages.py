@@ -78,6 +78,15 @@ options:
     description: Seconds apt-get waits for the dpkg lock another process holds.
     type: int
     default: 60
+  simulate_preferences:
+    description:
+      - The apt preferences (pins) the install is to follow, as a task before it writes them to
+        C(/etc/apt/preferences.d). In check mode that file is not written yet on a fresh node, so
+        the simulation reads this text too, through a temporary file (apt's C(Dir::Etc::Preferences)),
+        and resolves each dependency as the real run will (apt takes only candidate versions; a pin
+        to a release older than the index's newest is what lets it pick that release's
+        dependencies). Not used outside check mode.
+    type: str
 seealso:
   - module: ansible.builtin.apt
   - module: gpuops.cluster.package_hold
@@ -130,6 +139,7 @@ stdout:
 """
 
 import os
+import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -161,11 +171,14 @@ def lists_age(host):
     return time.time() - max(stamps) if stamps else None
 
 
-def apt_argv(apt_get, params, command, targets, simulate):
+def apt_argv(apt_get, params, command, targets, simulate, preferences=None):
+    """apt-get's command line; ``preferences``: a file of pins the simulation reads too."""
     argv = [apt_get, "-y", "-q", "-o", f"DPkg::Lock::Timeout={params['lock_timeout']}"]
     argv += ["-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
     if simulate:
         argv.append("--simulate")
+        if preferences:
+            argv += ["-o", f"Dir::Etc::Preferences={preferences}"]
     if command == "install":
         argv.append("--install-recommends" if params["install_recommends"] else "--no-install-recommends")
         if params["allow_downgrade"]:
@@ -188,6 +201,7 @@ def main():
             "cache_valid_time": {"type": "int", "default": 0},
             "update_cache": {"type": "bool", "default": False},
             "lock_timeout": {"type": "int", "default": 60},
+            "simulate_preferences": {"type": "str"},
             **ROOT_OPTION,
         },
         supports_check_mode=True,
@@ -256,8 +270,17 @@ def main():
                     module.fail_json(
                         msg="apt-get update failed: " + (err or out).strip(), rc=rc, stdout=out, stderr=err
                     )
-        argv = apt_argv(apt_get, params, command, todo, simulate=module.check_mode)
-        rc, out, err = module.run_command(argv, environ_update=env)
+        pins = None
+        if module.check_mode and params["simulate_preferences"]:
+            handle, pins = tempfile.mkstemp(prefix="gpuops-simulate-", suffix=".pref")
+            with os.fdopen(handle, "w", encoding="utf-8") as pin_file:
+                pin_file.write(params["simulate_preferences"])
+        try:
+            argv = apt_argv(apt_get, params, command, todo, simulate=module.check_mode, preferences=pins)
+            rc, out, err = module.run_command(argv, environ_update=env)
+        finally:
+            if pins:
+                os.unlink(pins)
         result["stdout"] = out
         if rc != 0:
             module.fail_json(

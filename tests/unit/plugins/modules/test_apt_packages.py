@@ -161,6 +161,30 @@ def test_check_mode_simulates_and_changes_nothing(monkeypatch, root):
     assert "libnccl-dev not installed" in result["diff"]["before"]
 
 
+def test_check_mode_simulates_with_the_pins_the_real_run_writes_first(monkeypatch, root):
+    """A fresh node in check mode has no pin file yet: apt takes candidate versions only, so a release
+    older than the index's newest resolves its dependencies at the newest and fails; the simulation
+    reads the pins given, from a file that is gone afterwards. Outside check mode they are not used."""
+    seen = []
+
+    class Pinned(Apt):
+        def run_command(self, argv, **kwargs):
+            option = [a for a in argv if a.startswith("Dir::Etc::Preferences=")]
+            if option:
+                path = option[0].partition("=")[2]
+                with open(path, encoding="utf-8") as handle:
+                    seen.append((path, handle.read()))
+            return super().run_command(argv, **kwargs)
+
+    Pinned(monkeypatch, root)
+    pins = "Package: nvidia-* libnvidia-*\nPin: version 580.178.04-*\nPin-Priority: 1001\n"
+    name = ["nvidia-utils-580-server=580.178.04-0ubuntu0.24.04.1"]
+    assert apt(root, check_mode=True, name=name, simulate_preferences=pins).result["changed"]
+    assert len(seen) == 1 and seen[0][1] == pins and not os.path.exists(seen[0][0])
+    assert apt(root, name=name, simulate_preferences=pins).result["changed"]
+    assert len(seen) == 1
+
+
 def test_check_mode_reports_a_version_the_repositories_do_not_have(monkeypatch, root):
     Apt(monkeypatch, root, rc=100, err="E: Version '9.9' for 'libnccl2' was not found")
     exited = apt(root, check_mode=True, name=["libnccl2=9.9"])
