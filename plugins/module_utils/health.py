@@ -39,6 +39,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.nvidia_smi import p
 
 PREFIX = "gpuops-health: "
 CONFIG = "/etc/gpuops/health.json"
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 # The node exporter's textfile (Debian's folder), where the node exporter runs: the dcgm role's alert
 # rules read when the check last ran, what failed, and whether it drained the node.
 TEXTFILE = "gpuops-health.prom"
@@ -85,7 +86,15 @@ def load_config(text, path=CONFIG):
         raise ConfigError(
             f"{path} holds {type(config).__name__}, not an object; run the health_check entry point again"
         )
-    checks = (("pci_gpus", int), ("nvswitch_count", int), ("hcas", list), ("hca_pci", list), ("repair_reset", bool))
+    checks = (
+        ("pci_gpus", int),
+        ("nvswitch_count", int),
+        ("hcas", list),
+        ("hca_pci", list),
+        ("repair_reset", bool),
+        ("repair_reboot", bool),
+        ("boot_id_file", str),
+    )
     for key, kind in checks:
         value = config.get(key, kind())
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -309,18 +318,22 @@ def reason_for(records, limit=200):
 
 
 def parse_node_line(text, node):
-    """``(state, drained, reason)`` of ``node`` from ``sinfo -h -N -n NODE -o '%N|%t|%E'``: the compact
-    state without its flags (``idle``; ``drain``: drained and idle; ``drng``: draining with jobs; ``mix``...),
-    whether it has the DRAIN flag, and its reason ("" when not drained); ("", False, "") where sinfo does
-    not list it."""
+    """``(state, drained, reason, rebooting)`` of ``node`` from ``sinfo -h -N -n NODE -o '%N|%t|%E'``:
+    the compact state without its flags (``idle``; ``drain``: drained and idle; ``drng``: draining with
+    jobs; ``down``; ``boot``: a reboot asked or under way; ``mix``...), whether it is out of service
+    (the DRAIN flag, down, failing or rebooting), its reason ("" when in service), and whether a reboot
+    is asked or under way (``boot``, or the ``@`` and ``^`` flags); ("", False, "", False) where sinfo
+    does not list it."""
     for line in (text or "").splitlines():
         name, _sep, rest = line.strip().partition("|")
         if name == node:
             state, _sep, reason = rest.partition("|")
-            state = state.strip().rstrip("*~#!%$@^-+").lower()
-            drained = state.startswith(("drain", "drng"))
-            return state, drained, reason.strip() if drained else ""
-    return "", False, ""
+            flags = state.strip().lower()
+            state = flags.rstrip("*~#!%$@^-+")
+            rebooting = state.startswith("boot") or "@" in flags or "^" in flags
+            out = state.startswith(("drain", "drng", "down", "fail", "boot"))
+            return state, out, reason.strip() if out else "", rebooting
+    return "", False, "", False
 
 
 def read_file(path):

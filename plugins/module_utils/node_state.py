@@ -9,8 +9,9 @@ validation (``validation_report``) and the slurm role's leave. A node's state ho
   outside the drain reason (which Slurm cuts at a length). An entry goes only when that check has
   *passed* again (:func:`proven`): a skip, a warning, a check that did not run prove nothing.
 - ``owed``: the recovery actions its faults call for, by ``"action subject"``: ``reset`` (the GPU),
-  ``reboot`` (the node) or ``inspect`` (a person: power, cooling, an InfoROM). One goes only when
-  it is observed (:func:`advance`): a reboot by a new boot id (``/proc/sys/kernel/random/boot_id``);
+  ``reboot`` (the node), ``power`` (a power cycle through the BMC, where a reboot did not cure it)
+  or ``inspect`` (a person: power, cooling, an InfoROM). One goes only when it is observed
+  (:func:`advance`): a reboot or a power cycle by a new boot id (``/proc/sys/kernel/random/boot_id``);
   a GPU reset by a new boot id, or, for a reset the driver asked for, by the driver's own
   recovery action (``nvidia-smi -q -x``'s ``gpu_recovery_action``) back at ``None``; any of
   them by a person's ``--clear-xids`` (recorded as such).
@@ -29,11 +30,12 @@ SCHEMA = 1
 # What each recovery action is, and what observes it.
 ACTIONS = {
     "reset": "a GPU reset (nvidia-smi -r once idle, or a reboot)",
-    "reboot": "a reboot of the node",
+    "reboot": "a reboot of the node (scontrol reboot ASAP, once idle)",
+    "power": "a power cycle through the node's BMC (playbooks/remediate.yml)",
     "inspect": "a person's inspection (power, cooling, the board): --clear-xids once repaired",
 }
-# A fault's action, strongest first: a reboot also resets every GPU.
-_ORDER = ("inspect", "reboot", "reset")
+# A fault's action, strongest first: a power cycle also reboots, a reboot also resets every GPU.
+_ORDER = ("inspect", "power", "reboot", "reset")
 _HISTORY_LIMIT = 128
 _ENTRY_LIMIT = 256
 
@@ -56,6 +58,33 @@ TRANSITIONS = (
     ("drained, idle, only resets owed", "a check", "drained, GPUs reset (nvidia-smi -r -i)", "gpuops-health"),
     ("drained, a reset refused or failed", "the reset step", "drained, a reboot owed instead", "gpuops-health"),
     ("drained, a reset owed on an NVSwitch system", "a check", "drained, a reboot owed instead", "gpuops-health"),
+    (
+        "drained, a reboot owed",
+        "a check",
+        "rebooting (scontrol reboot ASAP nextstate=DOWN: once idle, no new job)",
+        "gpuops-health, then slurmctld and slurmd's RebootProgram",
+    ),
+    ("rebooting", "the node registers on a new boot", "down (reboot complete), reboot observed", "slurmctld"),
+    ("rebooting", "ResumeTimeout passes first", "down (reboot timed out): a power cycle owed", "slurmctld"),
+    (
+        "drained, a reboot owed again after this ladder's reboot",
+        "a check",
+        "drained, a power cycle owed",
+        "gpuops-health",
+    ),
+    (
+        "drained or down, a power cycle owed",
+        "remediate.yml",
+        "power cycled through Redfish",
+        "remediate.yml (EDA, AWX, a person)",
+    ),
+    ("drained, a fault again after this ladder's power cycle", "a check", "drained, quarantined", "gpuops-health"),
+    (
+        "remediate.yml: the BMC does not answer",
+        "remediate.yml",
+        "drained, quarantined (reason names the BMC)",
+        "remediate.yml",
+    ),
     ("drained", "every failed check passed, nothing owed", "in service (resumed)", "gpuops-health / validation"),
     ("any", "the third fault in seven days", "drained, quarantined (a person's inspection owed)", "gpuops-health"),
     ("drained by another", "anything", "left as it is (recorded)", "a person, a rollout"),
@@ -190,16 +219,20 @@ def proven(check, subject, records):
     )
 
 
-def with_event(state, now, event, detail=""):
+def with_event(state, now, event, detail="", boot=None):
     """A copy of ``state`` with one more event in its history (bounded): what the node's own steps
-    (drain, resume, evidence) add beside the transitions :func:`advance` records."""
+    (drain, resume, evidence, a reboot asked of Slurm) add beside the transitions :func:`advance`
+    records; ``boot``: the boot id it happened on, where that matters."""
     state = {**state, "history": list(state["history"])}
-    _event(state, now, event, detail)
+    _event(state, now, event, detail, boot)
     return state
 
 
-def _event(state, now, event, detail=""):
-    state["history"].append({"t": round(float(now), 3), "event": event, "detail": str(detail)[:300]})
+def _event(state, now, event, detail="", boot=None):
+    entry = {"t": round(float(now), 3), "event": event, "detail": str(detail)[:300]}
+    if boot is not None:
+        entry["boot"] = str(boot)
+    state["history"].append(entry)
     del state["history"][:-_HISTORY_LIMIT]
 
 
@@ -232,7 +265,7 @@ def advance(state, records, faults, *, boot_id, now, recovery=None, clear=False,
         observed = None
         now_says = (recovery or {}).get(entry["subject"], "absent")
         driver_reset = entry.get("source") == "driver" and recovery_action(now_says) is None
-        if rebooted and entry["action"] in ("reset", "reboot"):
+        if rebooted and entry["action"] in ("reset", "reboot", "power"):
             observed = "reboot observed (a new boot id)"
         elif entry["action"] == "reset" and driver_reset and now_says != "absent":
             observed = "reset observed (the driver's recovery action is None again)"
@@ -391,12 +424,15 @@ def reason(state, prefix, limit=200):
     return (prefix + ", ".join([*shown, f"+{len(keys) - len(shown)} more"]))[:limit]
 
 
-def decide(state, drained, reason_now, prefix):
+def decide(state, drained, reason_now, prefix, rebooting=False):
     """``(action, why)`` on Slurm from the node's state and its Slurm state now (``drained``: it has
-    the DRAIN flag; ``reason_now``: its reason). ``drain`` (``why`` is the reason), ``resume`` (every
-    failed check passed, nothing owed), ``keep`` (outstanding and drained already, by this check with
-    the same reason or by someone else) or ``none``."""
+    the DRAIN flag or is down; ``reason_now``: its reason; ``rebooting``: Slurm shows a reboot asked
+    or under way). ``drain`` (``why`` is the reason), ``resume`` (every failed check passed, nothing
+    owed), ``keep`` (outstanding and drained already, by this check with the same reason or by
+    someone else; or rebooting: the check after the reboot decides) or ``none``."""
     ours = (reason_now or "").startswith(prefix)
+    if rebooting:
+        return "keep", f"a reboot is asked or under way ({reason_now or 'no reason'}): the check after it decides"
     if outstanding(state):
         wanted = reason(state, prefix)
         if drained and not ours:
@@ -459,6 +495,81 @@ def after_reset(state, done, detail, *, now):
 
 
 # ---------------------------------------------------------------------------------------------
+# The next rungs: a reboot through Slurm, a power cycle through the BMC, then a person
+
+# Automatic reboots per episode (from a fault to the node's resume): a fault that a reboot did not
+# cure is a power cycle's next, and one a power cycle did not cure a person's. Nothing loops.
+REBOOTS_PER_EPISODE = 1
+
+
+def episode(state):
+    """The events of the node's current episode: those since it was last resumed or a person cleared it."""
+    events = state["history"]
+    start = 0
+    for index, event in enumerate(events):
+        if event.get("event") == "resume" or "cleared by a person" in str(event.get("detail", "")):
+            start = index + 1
+    return events[start:]
+
+
+def reboot_plan(state, rebooting=False):  # noqa: PLR0911 - one return per step
+    """``(step, detail)``: what the node does about the reboot it owes. ``step`` is None (no reboot
+    owed, or a power cycle or a person is: they come first), ``wait`` (Slurm has the reboot in hand:
+    asked on this boot, or the node shows one under way; a drained node takes no new job and those
+    running end as they would), ``failed`` (Slurm refused it on this boot: the node stays drained,
+    ``detail`` says why; the next boot or a person goes on), ``escalate`` (``detail``: the action
+    owed instead, ``power`` where this ladder's reboot did not cure the node, ``inspect`` where its
+    power cycle did not either) or ``reboot`` (ask Slurm: ``scontrol reboot ASAP nextstate=DOWN``)."""
+    actions = {entry["action"] for entry in state["owed"].values()}
+    if "reboot" not in actions or actions & {"power", "inspect"}:
+        return None, None
+    if rebooting:
+        return "wait", "Slurm reboots the node once its jobs end (no new job starts here)"
+    events = episode(state)
+    boot = state.get("boot_id", "")
+    for event in reversed(events):
+        if event.get("boot") == boot and event.get("event") == "reboot failed":
+            return "failed", event.get("detail", "")
+        if event.get("boot") == boot and event.get("event") == "reboot requested":
+            return "wait", "a reboot was asked of Slurm on this boot: it comes once the node is idle"
+    powered = any(
+        event.get("event") == "observed" and str(event.get("detail", "")).startswith("power ") for event in events
+    )
+    if powered:
+        return "escalate", "inspect"
+    asked = sum(1 for event in events if event.get("event") == "reboot requested")
+    if asked >= REBOOTS_PER_EPISODE:
+        return "escalate", "power"
+    return "reboot", "asked of Slurm: scontrol reboot ASAP nextstate=DOWN"
+
+
+def after_reboot_request(state, done, detail, *, now):
+    """The state after asking Slurm for the reboot: recorded with the boot it was asked on, so that
+    it is asked once per boot, and counted for the episode (:func:`reboot_plan`)."""
+    return with_event(
+        state, now, "reboot requested" if done else "reboot failed", detail, boot=state.get("boot_id", "")
+    )
+
+
+def escalate(state, action, *, now):
+    """The state where the reboots owed give way to ``action`` (``power`` or ``inspect``) for the whole
+    node, because this ladder's last step did not cure it."""
+    state = {**state, "owed": dict(state["owed"]), "history": list(state["history"])}
+    why = [entry["why"] for entry in state["owed"].values() if entry["action"] == "reboot"]
+    for key in [key for key, entry in state["owed"].items() if entry["action"] == "reboot"]:
+        del state["owed"][key]
+    step = "a reboot" if action == "power" else "a reboot and a power cycle"
+    text = f"owed again after {step} in this episode: {'; '.join(why)}"[:300]
+    state["owed"][f"{action} node"] = {
+        **fault(action, "node", text),
+        "since": round(float(now), 3),
+        "boot_id": state.get("boot_id", ""),
+    }
+    _event(state, now, "escalated", f"{action} node: {text}")
+    return state
+
+
+# ---------------------------------------------------------------------------------------------
 # The blast-radius budget
 
 # Defaults: at most 10 % of the fleet, and never more than 8 nodes, out at once by automation.
@@ -490,7 +601,7 @@ def budget_limit(fleet, nodes=BUDGET_NODES, percent=BUDGET_PERCENT):
 
 
 AUTOMATIC_PREFIXES = ("gpuops-health:", "gpuops-validate:", "gpuops:", "gpuops ")
-_OUT_STATES = ("drain", "drng", "down", "fail", "maint", "reboot", "powered_down", "power_down")
+_OUT_STATES = ("drain", "drng", "down", "fail", "maint", "reboot", "boot", "powered_down", "power_down")
 
 
 def fleet_out(text):

@@ -171,7 +171,7 @@ def lists_age(host):
     return time.time() - max(stamps) if stamps else None
 
 
-def apt_argv(apt_get, params, command, targets, simulate, preferences=None):
+def apt_argv(apt_get, params, command, targets, simulate, *, preferences=None):
     """apt-get's command line; ``preferences``: a file of pins the simulation reads too."""
     argv = [apt_get, "-y", "-q", "-o", f"DPkg::Lock::Timeout={params['lock_timeout']}"]
     argv += ["-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]

@@ -39,6 +39,7 @@ TOOLS = {
     "gpusim-sysfs": "usr/local/sbin",
     "mokutil": "usr/local/bin",
     "gpusim-archive-slice": "usr/local/sbin",
+    "gpusim-reboot": "usr/local/sbin",
 }
 
 DEVICES_UNIT = """\

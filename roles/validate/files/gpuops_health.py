@@ -199,14 +199,23 @@ def _check(args, node):
         signal.signal(signal.SIGALRM, deadline)
         signal.alarm(h.DEADLINE_S)
     try:
-        boot_id = (node.file("/proc/sys/kernel/random/boot_id") or "").strip()
+        # The configuration first (it names the boot id's file), the state before any error of it:
+        # a node that cannot be checked keeps what it owes.
+        text, problem = node.file(args.config), None
+        try:
+            if text is None:
+                raise h.ConfigError(
+                    f"{args.config} is missing: run the validate role's health_check entry point on this node"
+                )
+            config = h.load_config(text, args.config)
+        except h.ConfigError as exc:
+            problem = exc
+        boot_file = (config or {}).get("boot_id_file") or h.BOOT_ID_FILE
+        boot_id = (node.file(boot_file) or "").strip()
         state, seen, lost = h.load_state(node.file(args.state), boot_id)
-        text = node.file(args.config)
-        if text is None:
-            raise h.ConfigError(
-                f"{args.config} is missing: run the validate role's health_check entry point on this node"
-            )
-        config = h.load_config(text, args.config)
+        if problem is not None:
+            config = None
+            raise problem
         config["sysfs_gpus"] = h.sysfs_gpus()
         records, faults, recovery, seen = h.node_checks(config, read, seen, boot_id)
         quarantine = (
@@ -340,14 +349,14 @@ def _slurm(args, node, config, state, seen, records, lost, started):  # noqa: PL
         _say(f"gpuops-health: cannot read {name}'s state from Slurm: {reason}", sys.stderr)
         _write_textfile(config, records)
         return
-    before, drained, reason_now = h.parse_node_line(text, name)
+    before, drained, reason_now, rebooting = h.parse_node_line(text, name)
     if lost and drained and reason_now.startswith(h.PREFIX) and not ns.outstanding(state):
         # Drained by this check, and what for is lost: the node owes a reboot (or a person's word).
         state = ns.advance(
             state, [], [ns.fault("reboot", "node", f"the health state was lost ({lost}); drained for: {reason_now}")],
             boot_id=state["boot_id"], now=node.now(), complete=False,
         )  # fmt: skip
-    action, why = ns.decide(state, drained, reason_now, h.PREFIX)
+    action, why = ns.decide(state, drained, reason_now, h.PREFIX, rebooting)
     refused = False
     if action == "drain" and not drained:
         fleet, problem = node.slurm(["sinfo", "-h", "-N", "-o", "%N|%t|%E"])
@@ -374,7 +383,9 @@ def _slurm(args, node, config, state, seen, records, lost, started):  # noqa: PL
         else (reason_now if action == "keep" and reason_now.startswith(h.PREFIX) else "")
     )
     if ours and config.get("repair_reset", True):
-        state, ours = _reset_rung(node, name, config, state, before in ("idle", "drain"), started, ours)
+        state, ours = _reset_rung(node, name, config, state, before in ("idle", "drain", "down"), started, ours)
+    if ours and config.get("repair_reboot", True):
+        state, ours = _reboot_rung(node, name, state, rebooting, ours)
     timing = ns.timing(state)
     if not ours:
         timing["drained_since"] = None
@@ -429,6 +440,38 @@ def _record(state, node, action, why, done):
     if action in ("drain", "resume", "refused") and done is not None:
         state = ns.with_event(state, node.now(), action, why)
     return state
+
+
+def _reboot_rung(node, name, state, rebooting, reason):
+    """The reboot the node owes (node_state.reboot_plan), through Slurm: ``scontrol reboot ASAP
+    nextstate=DOWN``, asked once per boot. Slurm waits for the node's jobs (it is drained: no new
+    one), has slurmd run its RebootProgram, and keeps it down with the reason (": reboot complete"
+    added) when it registers on its new boot; the check after that observes the new boot id and
+    resumes it on proof. A reboot this ladder already did owes a power cycle instead, and a power
+    cycle a person: the reason says so. ``(state, reason)``."""
+    step, detail = ns.reboot_plan(state, rebooting)
+    if step is None:
+        return state, reason
+    if step in ("wait", "failed"):
+        _say(f"gpuops-health: {name}: reboot: {'waiting: ' if step == 'wait' else 'refused on this boot: '}{detail}")
+        return state, reason
+    if step == "reboot":
+        argv = ["scontrol", "reboot", "ASAP", "nextstate=DOWN", f"reason={reason}", name]
+        done, problem = node.slurm(argv)
+        said = "asked of Slurm" if done is not None else f"Slurm refused it: {problem}"
+        state = ns.after_reboot_request(
+            state, done is not None, f"`scontrol reboot ASAP nextstate=DOWN {name}`: {said}", now=node.now()
+        )
+        _say(f"gpuops-health: {name}: reboot: {said}")
+        return state, reason
+    state = ns.escalate(state, detail, now=node.now())
+    _say(f"gpuops-health: {name}: reboot: escalated to {ns.ACTIONS[detail]}")
+    wanted = ns.reason(state, h.PREFIX)
+    done, problem = _act(node, name, "drain", wanted)
+    if done is None:
+        _say(f"gpuops-health: drain {name} failed: {problem}", sys.stderr)
+        return state, reason
+    return _record(state, node, "drain", wanted, done), wanted
 
 
 def _reset_rung(node, name, config, state, idle, started, reason):  # noqa: PLR0917 - the run's parts, named

@@ -57,6 +57,8 @@ class FakeNode(cli.Node):
         self.profile = profile
         self.set_faults(faults or {})
         self.drained, self.reason, self.updates, self.jobs = drained, reason, [], False
+        # Slurm's reboot: asked (scontrol reboot), under way (sinfo's boot), then down with the reason.
+        self.reboots, self.rebooting, self.down = [], False, False
         # The rest of the fleet as sinfo prints it (the budget's count), and this node's boot.
         self.fleet, self.boot, self.clock = [f"gpu-{n}|idle|none" for n in range(2, 21)], "boot-1", 1_800_000_000.0
         self.config = tmp_path / "health.json"
@@ -83,15 +85,28 @@ class FakeNode(cli.Node):
     def set_faults(self, faults):
         self.faults.write_text(json.dumps(faults))
 
-    def run(self, argv, timeout=None):
+    def run(self, argv, timeout=None):  # noqa: PLR0911 - one answer per command
         if argv[0] == "sinfo":
             state = ("drng" if self.drained else "mix") if self.jobs else ("drain" if self.drained else "idle")
-            line = f"gpu-1|{state}|{self.reason if self.drained else 'none'}\n"
+            if self.rebooting:
+                state = "drng@" if self.jobs else "boot"
+            elif self.down and not self.drained:
+                state = "down"
+            out = self.drained or self.down or self.rebooting
+            line = f"gpu-1|{state}|{self.reason if out else 'none'}\n"
             return (line if "-n" in argv else line + "".join(f"{other}\n" for other in self.fleet)), None
+        if argv[0] == "scontrol" and argv[1] == "reboot":
+            self.reboots.append(argv[2:])
+            if self.refuse_reboot:
+                return None, "scontrol: error: RebootProgram isn't defined"
+            self.rebooting = True
+            self.reason = dict(word.partition("=")[::2] for word in argv[2:]).get("reason", self.reason)
+            return "", None
         if argv[0] == "scontrol":
             self.updates.append(argv[2:])
             fields = dict(word.partition("=")[::2] for word in argv[2:])
             self.drained = fields["State"] == "DRAIN"
+            self.down = self.down and self.drained
             self.reason = fields.get("Reason", "") if self.drained else ""
             return "", None
         env = self.env()
@@ -128,10 +143,20 @@ class FakeNode(cli.Node):
         self.follower = subprocess.Popen([str(self.bin / "dmesg"), "-w"], stdout=subprocess.PIPE, bufsize=0, env=env)
         return self.follower
 
+    refuse_reboot = False
+
+    def rebooted(self, boot="boot-2"):
+        """What Slurm and the node do with a reboot asked (nextstate=DOWN): RebootProgram, a new boot id,
+        the kernel log empty (the injected faults gone), slurmd registering: down, ': reboot complete'."""
+        assert self.rebooting, "no reboot was asked"
+        self.rebooting, self.down, self.drained, self.boot = False, True, False, boot
+        self.reason += " : reboot complete"
+        self.set_faults({})
+
     def no_repair(self):
-        """The check without its reset step (validate_health_reset: false): the state machine alone."""
+        """The check without its repair steps (validate_health_reset and _reboot: false): the state machine alone."""
         config = json.loads(self.config.read_text())
-        self.config.write_text(json.dumps(dict(config, repair_reset=False)))
+        self.config.write_text(json.dumps(dict(config, repair_reset=False, repair_reboot=False)))
         return self
 
     def with_dcgm(self, listening):
@@ -300,7 +325,7 @@ def test_slurm_mode_leaves_a_person_s_drain_as_it_is(tmp_path):
 
 
 def test_a_fatal_xid_keeps_the_node_drained_until_cleared(tmp_path):
-    node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 3, "xid": 79}]})
+    node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 3, "xid": 79}]}).no_repair()
     assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU3, xid GPU3"
     node.set_faults({})  # the line leaves the kernel log (say, the ring buffer wrapped): still owed
     assert node.check() == 0 and node.drained and node.reason == "gpuops-health: reboot GPU3"
@@ -548,7 +573,7 @@ def test_dcgm_health_not_installed_is_a_skip_and_an_engine_that_does_not_answer_
 
 def test_xid_154_node_reboot_required_keeps_the_node_drained_until_it_reboots(tmp_path):
     reboot = "0x2 (Node Reboot Required)"
-    node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 1, "xid": 154, "action": reboot}]})
+    node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 1, "xid": 154, "action": reboot}]}).no_repair()
     assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU1, xid GPU1"
     assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU1"  # same boot: still owed
     node.set_faults({})
@@ -664,7 +689,7 @@ def test_a_dcgmi_answer_of_another_shape_is_a_parse_error_not_a_traceback(answer
 
 @pytest.mark.parametrize("text", ["[1, 2]", '{"seen": 5, "outstanding": 7}', '{"node": [], "xids": 3}', "{", "7"])
 def test_a_state_file_of_another_shape_keeps_a_node_it_drained_drained(tmp_path, text):
-    node = FakeNode(tmp_path, "dgx-h100", drained=True, reason="gpuops-health: xid GPU3")
+    node = FakeNode(tmp_path, "dgx-h100", drained=True, reason="gpuops-health: xid GPU3").no_repair()
     node.state.write_text(text)
     assert node.check() == 0
     assert node.drained and node.reason == "gpuops-health: reboot node", node.reason
@@ -672,7 +697,7 @@ def test_a_state_file_of_another_shape_keeps_a_node_it_drained_drained(tmp_path,
 
 
 def test_a_state_file_of_the_release_before_keeps_its_outstanding_xids(tmp_path):
-    node = FakeNode(tmp_path, "dgx-h100", drained=True, reason="gpuops-health: xid GPU3")
+    node = FakeNode(tmp_path, "dgx-h100", drained=True, reason="gpuops-health: xid GPU3").no_repair()
     line = "[3600.0] NVRM: Xid (PCI:0000:9c:00): 79, pid=1, GPU has fallen off the bus."
     node.state.write_text(json.dumps({"boot_id": "boot-1", "seen": ["ab"], "outstanding": [
         {"xid": 79, "pci": "0000:9c:00", "line": line}]}))  # fmt: skip
@@ -736,9 +761,9 @@ def test_a_reset_waits_for_the_jobs_and_a_refused_one_escalates_to_a_reboot_once
     updates = len(node.updates)
     assert node.check() == 0 and len(node.updates) == updates  # nothing loops: no second reset
     assert "reset:" not in capsys.readouterr().out
-    node.boot = "boot-2"
-    node.set_faults({})
-    assert node.check() == 0 and not node.drained
+    assert len(node.reboots) == 1  # the next rung: the reboot, asked of Slurm
+    node.rebooted()
+    assert node.check() == 0 and not node.drained and not node.down
 
 
 def test_on_an_nvswitch_system_a_gpu_reset_becomes_a_reboot(tmp_path, capsys):
@@ -751,6 +776,74 @@ def test_the_reset_rung_can_be_turned_off(tmp_path):
     node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 48}]}).no_repair()
     assert node.check() == 0 and node.reason == "gpuops-health: reset GPU1, xid GPU1"
     assert len(node.updates) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The next rungs: a reboot through Slurm (asked once per boot), a power cycle, then a person.
+
+
+def test_a_reboot_class_xid_reboots_the_node_through_slurm_and_the_check_after_it_resumes_it(tmp_path, capsys):
+    node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 79}]})
+    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU1, xid GPU1"
+    # Drained first (no new job), then the reboot asked of Slurm: ASAP (once idle), down after it.
+    assert node.reboots == [["ASAP", "nextstate=DOWN", "reason=gpuops-health: reboot GPU1, xid GPU1", "gpu-1"]]
+    assert "reboot: asked of Slurm" in capsys.readouterr().out
+    # Slurm has it in hand: the checks meanwhile (slurmd's, the one at its start before it registers)
+    # change nothing and ask nothing more.
+    updates = len(node.updates)
+    assert node.check() == 0 and node.check() == 0
+    assert len(node.updates) == updates and len(node.reboots) == 1
+    node.rebooted()  # RebootProgram, a new boot id, slurmd registers: down, "...: reboot complete"
+    assert node.check() == 0 and not node.drained and not node.down
+    assert node.updates[-1] == ["NodeName=gpu-1", "State=RESUME"]
+    details = [e["detail"] for e in json.loads(node.state.read_text())["node"]["history"]]
+    assert any(d.startswith("reboot GPU1: reboot observed (a new boot id)") for d in details)
+
+
+def test_a_reboot_is_asked_once_per_boot_while_the_jobs_run(tmp_path):
+    node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 79}]})
+    node.jobs = True
+    assert node.check() == 0 and len(node.reboots) == 1
+    node.rebooting = False  # say, a person cancelled it (scontrol cancel_reboot): not asked again on this boot
+    assert node.check() == 0 and len(node.reboots) == 1 and node.drained
+
+
+def test_a_reboot_slurm_refuses_leaves_the_node_drained_and_is_not_asked_again_on_that_boot(tmp_path, capsys):
+    node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 79}]})
+    node.refuse_reboot = True
+    assert node.check() == 0 and node.drained and len(node.reboots) == 1
+    assert "Slurm refused it: scontrol: error: RebootProgram isn't defined" in capsys.readouterr().out
+    assert node.check() == 0 and node.drained and len(node.reboots) == 1
+    assert "refused on this boot" in capsys.readouterr().out
+
+
+def test_a_fault_back_after_the_ladder_s_reboot_owes_a_power_cycle_then_a_person(tmp_path, capsys):
+    node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 79}]})
+    assert node.check() == 0
+    node.rebooted()
+    node.set_faults({"xid": [{"gpu": 1, "xid": 79}]})  # the GPU falls off the bus again on the new boot
+    assert node.check() == 0 and node.reason == "gpuops-health: power node, xid GPU1"
+    assert len(node.reboots) == 1 and "escalated to a power cycle" in capsys.readouterr().out
+    assert node.check() == 0 and len(node.reboots) == 1  # a power cycle is remediate.yml's, not the node's
+    # remediate.yml power-cycles it through the BMC: a new boot; the fault comes back once more.
+    node.boot = "boot-3"
+    node.set_faults({"xid": [{"gpu": 1, "xid": 79}]})
+    assert node.check() == 0 and node.reason.startswith("gpuops-health: inspect node")
+    assert len(node.reboots) == 1
+
+
+def test_the_reboot_rung_can_be_turned_off_and_the_boot_id_read_where_the_config_says(tmp_path):
+    node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 79}]})
+    boot = tmp_path / "boot_id"
+    boot.write_text("sim-boot-1\n")
+    config = json.loads(node.config.read_text())
+    node.config.write_text(json.dumps(dict(config, repair_reboot=False, boot_id_file=str(boot))))
+    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU1, xid GPU1" and node.reboots == []
+    node.set_faults({})
+    node.boot = "boot-2"  # the kernel's boot id: not the one this node is configured to read
+    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU1"
+    boot.write_text("sim-boot-2\n")
+    assert node.check() == 0 and not node.drained
 
 
 def test_the_third_fault_in_a_week_quarantines_the_node_until_a_person_clears_it(tmp_path):
@@ -775,7 +868,7 @@ def test_the_third_fault_in_a_week_quarantines_the_node_until_a_person_clears_it
 
 
 def test_the_textfile_times_each_repair_from_the_fault_to_back_in_service(tmp_path):
-    node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 79}]})  # a reboot owed
+    node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 79}]}).no_repair()  # a reboot owed
     folder = tmp_path / "node-exporter"
     folder.mkdir()
     config = json.loads(node.config.read_text())
