@@ -600,7 +600,7 @@ def budget_limit(fleet, nodes=BUDGET_NODES, percent=BUDGET_PERCENT):
     return max(1, min(int(nodes), math.floor(fleet * float(percent) / 100 + 1e-9)))
 
 
-AUTOMATIC_PREFIXES = ("gpuops-health:", "gpuops-validate:", "gpuops:", "gpuops ")
+AUTOMATIC_PREFIXES = ("gpuops-health:", "gpuops-validate:", "gpuops-remediate:", "gpuops:", "gpuops ")
 _OUT_STATES = ("drain", "drng", "down", "fail", "maint", "reboot", "boot", "powered_down", "power_down")
 
 
@@ -635,3 +635,64 @@ def budget(text, node, nodes=BUDGET_NODES, percent=BUDGET_PERCENT):
         f"({shown}), the limit is {limit} (the smaller of {nodes} nodes and {percent} % of the fleet); "
         "look for a shared cause, then resume or repair those nodes"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# The third rung, on a controller: a power cycle through the node's BMC (playbooks/remediate.yml)
+
+REMEDIATE_PREFIX = "gpuops-remediate: "
+
+
+def remediation_plan(
+    text, nodes=(), budget_nodes=BUDGET_NODES, budget_percent=BUDGET_PERCENT, prefix="gpuops-health: "
+):
+    """What remediate.yml does with each node, from the fleet as sinfo prints it
+    (``sinfo -h -N -o '%N|%t|%E'``): ``{"plan": [{"node", "action", "why"}], "problems": [...]}``.
+
+    ``power_cycle`` where the health check took the node out (its reason starts with ``prefix``) and
+    either Slurm has it down or not responding (a reboot that never came back: ``reboot timed out``; a
+    hung node), or the check escalated it to a power cycle (``power node`` in its reason); at most
+    the budget's limit per run (:func:`budget_limit` of the fleet), the rest ``refused``. ``none``
+    otherwise, with the reason: in service, out for a person's or another tool's reason (never
+    touched), or the node's own check has the repair in hand. ``nodes``: the nodes asked for (an
+    alert's); empty, every node. A node Slurm does not list is a problem, refused before any change."""
+    rows = {}
+    for line in (text or "").splitlines():
+        node, _sep, rest = line.strip().partition("|")
+        state, _sep, why = rest.partition("|")
+        if node:
+            rows[node] = (state.strip().lower(), why.strip())
+    wanted = list(dict.fromkeys(str(n) for n in nodes)) or sorted(rows, key=_natural)
+    problems = [
+        f"{node} is not a node Slurm knows (sinfo lists {len(rows)}); name the Slurm node (remediate_nodes)"
+        for node in wanted
+        if node not in rows
+    ]
+    limit = budget_limit(max(len(rows), 1), budget_nodes, budget_percent)
+    plan, cycles = [], 0
+    for node in wanted:
+        if node not in rows:
+            continue
+        flags, why = rows[node]
+        base = flags.rstrip("*~#!%$@^-+")
+        hung = "*" in flags or base.startswith(("down", "fail"))
+        if not why.startswith(prefix):
+            detail = (
+                "in service" if why in ("", "none") else f"out for another reason ({why}): a person's, never touched"
+            )
+            plan.append({"node": node, "action": "none", "why": detail})
+        elif hung or "power node" in why:
+            if cycles >= limit:
+                wait = f"the blast-radius budget allows {limit} power cycle(s) a run; this one waits for the next run"
+                plan.append({"node": node, "action": "refused", "why": wait})
+                continue
+            cycles += 1
+            cause = (
+                "down or not responding (a reboot that never came back, a hung node)"
+                if hung
+                else "it owes a power cycle"
+            )
+            plan.append({"node": node, "action": "power_cycle", "why": f"{cause}: {why}", "reason": why})
+        else:
+            plan.append({"node": node, "action": "none", "why": f"the node's own check has the repair in hand ({why})"})
+    return {"plan": plan, "problems": problems, "limit": limit}
