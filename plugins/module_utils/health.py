@@ -364,14 +364,16 @@ def _label(value):
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
 
 
-def textfile(records, now, drained=None, refused=None, timing=None):
+def textfile(records, now, drained=None, refused=None, timing=None, owed=None):  # noqa: PLR0917 - the result's parts
     """The check's result in Prometheus' text format, for the node exporter's textfile collector:
     when it ran (``now``, seconds since the epoch), one series per failed check, and, in Slurm mode,
     whether the node stands drained by this check (``drained``: its reason, "" when not drained by
     it, None outside Slurm) and whether the fleet's blast-radius budget refused to drain it
     (``refused``: True or False; None outside Slurm); ``timing`` (:func:`node_state.timing`): since
     when the node has a fault outstanding and has been drained by this check, and how long its last
-    repair took (fault to back in service), each where there is one."""
+    repair took (fault to back in service), each where there is one; ``owed`` (Slurm mode: the node
+    state's owed entries): one ``gpuops_health_owed`` series per action and subject, so that a power
+    cycle owed reaches Alertmanager (GpuopsNodePowerCycleOwed) and the rulebook."""
     lines = [
         "# HELP gpuops_health_last_check_timestamp_seconds When gpuops-health last checked this node.",
         "# TYPE gpuops_health_last_check_timestamp_seconds gauge",
@@ -396,6 +398,15 @@ def textfile(records, now, drained=None, refused=None, timing=None):
         value = (timing or {}).get(key)
         if value is not None:
             lines += [f"# HELP {name} {text}", f"# TYPE {name} gauge", f"{name} {value:.0f}"]
+    if owed is not None:
+        lines += [
+            "# HELP gpuops_health_owed A recovery action the node owes (always 1): reset, reboot, power, inspect.",
+            "# TYPE gpuops_health_owed gauge",
+        ]
+        lines += [
+            f'gpuops_health_owed{{action="{_label(a)}",subject="{_label(s)}"}} 1'
+            for a, s in sorted({(entry["action"], entry["subject"]) for entry in owed})
+        ]
     if refused is not None:
         lines += [
             "# HELP gpuops_health_budget_refused Whether the blast-radius budget kept this failing node in service.",

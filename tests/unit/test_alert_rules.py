@@ -602,3 +602,35 @@ def test_the_fatal_xids_lookup_reads_validations_list_and_takes_no_terms():
     assert templar.template(trust_as_template("{{ query('gpuops.cluster.fatal_xids') }}")) == sorted(FATAL_XIDS)
     with pytest.raises(Exception, match="takes no terms"):
         templar.template(trust_as_template("{{ query('gpuops.cluster.fatal_xids', 79) }}"))
+
+
+def test_a_node_that_owes_a_power_cycle_fires_at_once_and_one_that_owes_a_reboot_does_not(promtool, rules, tmp_path):
+    power = 'gpuops_health_owed{action="power",subject="node",' + NODE + "}"
+    reboot = 'gpuops_health_owed{action="reboot",subject="GPU0",' + NODE.replace("n1", "n2") + "}"
+    labels = {
+        "severity": "critical",
+        "node": "n1",
+        "job": "gpuops-node",
+        "instance": "10.0.0.1:9100",
+        "action": "power",
+        "subject": "node",
+    }
+    run_tests(
+        promtool,
+        rules,
+        [
+            {
+                "interval": "1m",
+                "input_series": [{"series": power, "values": "_ 1 1"}, {"series": reboot, "values": "1x3"}],
+                "alert_rule_test": [
+                    alert("GpuopsNodePowerCycleOwed", [], at="0m"),
+                    alert(
+                        "GpuopsNodePowerCycleOwed",
+                        [fired(rules, "GpuopsNodePowerCycleOwed", labels)],
+                        at="1m",
+                    ),
+                ],
+            }
+        ],
+        tmp_path,
+    )

@@ -100,7 +100,7 @@ def _write_state(path, text):
     os.replace(temporary, path)
 
 
-def _write_textfile(config, records, drained=None, refused=None, timing=None):
+def _write_textfile(config, records, drained=None, refused=None, timing=None, owed=None):  # noqa: PLR0917
     """The result for the node exporter (health.textfile), where its textfile folder exists: written
     whole and renamed into place, as the textfile collector asks, so that a scrape never reads half."""
     folder = (config or {}).get("textfile_dir")
@@ -110,7 +110,7 @@ def _write_textfile(config, records, drained=None, refused=None, timing=None):
     temporary = f"{path}.{os.getpid()}.tmp"
     try:
         with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(h.textfile(records, time.time(), drained, refused, timing))
+            handle.write(h.textfile(records, time.time(), drained, refused, timing, owed))
         os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except OSError as exc:
@@ -389,7 +389,9 @@ def _slurm(args, node, config, state, seen, records, lost, started):  # noqa: PL
     timing = ns.timing(state)
     if not ours:
         timing["drained_since"] = None
-    _write_textfile(config, records + ns.owed_records(state, v.record), ours, refused, timing)
+    _write_textfile(
+        config, records + ns.owed_records(state, v.record), ours, refused, timing, list(state["owed"].values())
+    )
     try:
         _write_state(args.state, h.dump_state(state, seen))
     except OSError as exc:

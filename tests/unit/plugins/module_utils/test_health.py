@@ -819,11 +819,18 @@ def test_a_reboot_slurm_refuses_leaves_the_node_drained_and_is_not_asked_again_o
 
 def test_a_fault_back_after_the_ladder_s_reboot_owes_a_power_cycle_then_a_person(tmp_path, capsys):
     node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 79}]})
+    folder = tmp_path / "node-exporter"
+    folder.mkdir()
+    node.config.write_text(json.dumps(dict(json.loads(node.config.read_text()), textfile_dir=str(folder))))
     assert node.check() == 0
+    assert 'gpuops_health_owed{action="reboot",subject="GPU1"} 1' in (folder / h.TEXTFILE).read_text()
     node.rebooted()
     node.set_faults({"xid": [{"gpu": 1, "xid": 79}]})  # the GPU falls off the bus again on the new boot
     assert node.check() == 0 and node.reason == "gpuops-health: power node, xid GPU1"
     assert len(node.reboots) == 1 and "escalated to a power cycle" in capsys.readouterr().out
+    # What Alertmanager's GpuopsNodePowerCycleOwed reads, and the rulebook acts on (remediate.yml).
+    owed = [line for line in (folder / h.TEXTFILE).read_text().splitlines() if line.startswith("gpuops_health_owed")]
+    assert owed == ['gpuops_health_owed{action="power",subject="node"} 1']
     assert node.check() == 0 and len(node.reboots) == 1  # a power cycle is remediate.yml's, not the node's
     # remediate.yml power-cycles it through the BMC: a new boot; the fault comes back once more.
     node.boot = "boot-3"
