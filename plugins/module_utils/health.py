@@ -63,6 +63,11 @@ LOCK_WAIT_S = 10
 # fault come together: Xid 94, then 154), and at most one check per WATCH_GAP_S.
 WATCH_SETTLE_S = 2
 WATCH_GAP_S = 10
+# And one check this long after the watcher starts: at boot, once slurmd has registered the node on
+# its new boot, so that the check after a reboot of the repair ladder resumes the node without
+# waiting for slurmd's HealthCheckInterval (slurmd's own check at its start runs before it registers,
+# while Slurm still shows the reboot under way).
+WATCH_START_S = 30
 # Xid lines remembered as read, so that the next check counts only new ones (bounded: a kernel log
 # that floods with Xids does not grow the state file).
 _SEEN_LIMIT = 512

@@ -543,6 +543,15 @@ def reboot_plan(state, rebooting=False):  # noqa: PLR0911 - one return per step
     return "reboot", "asked of Slurm: scontrol reboot ASAP nextstate=DOWN"
 
 
+def awaits_boot_check(state, boot_id):
+    """Whether the node is on the boot after a reboot this ladder asked of Slurm in its episode (asked
+    on another boot) and not resumed since: its next check is the one that can resume it."""
+    return bool(boot_id) and any(
+        event.get("event") == "reboot requested" and event.get("boot") not in (None, boot_id)
+        for event in episode(state)
+    )
+
+
 def after_reboot_request(state, done, detail, *, now):
     """The state after asking Slurm for the reboot: recorded with the boot it was asked on, so that
     it is asked once per boot, and counted for the episode (:func:`reboot_plan`)."""

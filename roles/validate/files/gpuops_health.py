@@ -251,8 +251,9 @@ def watch(args, node):
     """Watch mode: follow the kernel log and run the Slurm mode's check at once when an Xid line comes,
     so that a fatal fault drains the node within seconds whatever slurmd's HealthCheckInterval. A burst
     of lines (Xid 94, then 154) gives one check, WATCH_SETTLE_S after its first line, and checks come
-    at most every WATCH_GAP_S; a line meanwhile gives one more check after the gap. Returns when the
-    follower ends (systemd starts the service again)."""
+    at most every WATCH_GAP_S; a line meanwhile gives one more check after the gap; and one check
+    WATCH_START_S after it starts on the boot after the ladder's reboot (the check that resumes the
+    node). Returns when the follower ends (systemd starts the service again)."""
     follower = node.follow()
     if follower is None:
         _say("gpuops-health: cannot follow the kernel log (neither dmesg -w nor journalctl -k -f)", sys.stderr)
@@ -260,7 +261,9 @@ def watch(args, node):
     check = ["--mode", "slurm", "--config", args.config, "--state", args.state]
     selector = selectors.DefaultSelector()
     selector.register(follower.stdout, selectors.EVENT_READ)
-    due, last, partial = None, -h.WATCH_GAP_S, b""
+    due, last, partial, why = None, -h.WATCH_GAP_S, b"", None
+    if _after_ladder_reboot(args, node):
+        due, why = time.monotonic() + h.WATCH_START_S, "boot"
     try:
         while True:
             timeout = None if due is None else max(due - time.monotonic(), 0)
@@ -272,17 +275,33 @@ def watch(args, node):
                     break
                 lines = (partial + chunk).split(b"\n")
                 partial = lines.pop()[-4096:]
-                if due is None and any(b"NVRM: Xid" in line for line in lines):
+                if any(b"NVRM: Xid" in line for line in lines) and why != "xid":
                     due = max(time.monotonic() + h.WATCH_SETTLE_S, last + h.WATCH_GAP_S)
+                    why = "xid"
                 continue
-            _say("gpuops-health: an Xid in the kernel log: checking now")
+            _say(
+                "gpuops-health: an Xid in the kernel log: checking now"
+                if why == "xid"
+                else "gpuops-health: the check after the repair ladder's reboot (the node registered on its new boot)"
+            )
             main(check, node)
-            due, last = None, time.monotonic()
+            due, last, why = None, time.monotonic(), None
     finally:
         selector.close()
         follower.kill()
         follower.wait()
     return 1
+
+
+def _after_ladder_reboot(args, node):
+    """Whether this boot follows a reboot the ladder asked of Slurm, the node not resumed since."""
+    try:
+        config = h.load_config(node.file(args.config) or "", args.config)
+    except h.ConfigError:
+        return False
+    boot_id = (node.file(config.get("boot_id_file") or h.BOOT_ID_FILE) or "").strip()
+    state, _seen, _lost = h.load_state(node.file(args.state), boot_id)
+    return ns.awaits_boot_check(state, boot_id)
 
 
 def main(argv=None, node=None):  # noqa: PLR0911 - one exit status per mode

@@ -959,6 +959,38 @@ def test_watch_mode_drains_at_the_xid_line_without_waiting_for_slurmd_s_interval
     assert "an Xid in the kernel log: checking now" in capsys.readouterr().out
 
 
+def test_the_watcher_started_on_the_boot_after_the_ladder_s_reboot_resumes_the_node_at_once(tmp_path, monkeypatch):
+    """slurmd's own check at its start runs before it registers (Slurm still shows the reboot): the
+    watcher, started at boot, checks once WATCH_START_S later and resumes the node, instead of slurmd's
+    next HealthCheckInterval. On any other start it waits for an Xid (no check races a rollout)."""
+    monkeypatch.setattr(h, "WATCH_START_S", 0.2)
+    node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 79}]})
+    assert node.check() == 0 and node.reboots
+    node.rebooted()
+    seen = {}
+
+    def stop():
+        for _wait in range(100):
+            if not node.down:
+                break
+            time.sleep(0.1)
+        seen["resumed"] = not node.down and not node.drained
+        node.follower.kill()
+
+    worker = threading.Thread(target=stop)
+    worker.start()
+    assert node.check("watch") == 1
+    worker.join()
+    assert seen["resumed"] and node.updates[-1] == ["NodeName=gpu-1", "State=RESUME"]
+    # Resumed: the next start of the watcher checks nothing until an Xid comes.
+    updates = len(node.updates)
+    worker = threading.Thread(target=lambda: (time.sleep(1), node.follower.kill()))
+    worker.start()
+    assert node.check("watch") == 1
+    worker.join()
+    assert len(node.updates) == updates
+
+
 def test_a_drain_keeps_what_the_check_saw_as_evidence_beside_the_state(tmp_path, capsys):
     node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 3, "xid": 79}]})
     assert node.check() == 0 and node.drained
