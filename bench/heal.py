@@ -18,9 +18,20 @@ takes sixteen nodes at once). What it simulates and what it does not:
 - jobs arrive on an idle node in service at one per ``--job-gap`` seconds and run
   ``--job-length`` seconds on average (exponential); a job that starts on a node with a fault
   outstanding is counted;
+- a fatal fault (an Xid whose catalogue action is a reset or a reboot) ends the job running on the
+  node (its GPU fell off the bus, or its memory failed: the application gets the error);
 - the reset step is the node's own (``nvidia-smi -r`` once idle), failing with ``--reset-failure``
-  probability (a held GPU), which owes a reboot instead; reboots, power cycles and inspections are a
-  person's (the next rungs are not automated yet): done ``--person`` hours after the drain on average;
+  probability (a held GPU), which owes a reboot instead;
+- the reboot step is Slurm's (``scontrol reboot ASAP`` once idle, ``--boot-minutes`` to come back);
+  with ``--hang`` probability the node never comes back: slurmctld marks it down after
+  ``--resume-timeout`` and the alert (GpuopsExporterDown) runs remediate.yml through the rulebook,
+  ``--alert-delay`` seconds later, which power-cycles it; a reboot fails to cure the fault with
+  ``--reboot-failure`` probability (the fault shows again on the new boot), which owes a power
+  cycle (the alert GpuopsNodePowerCycleOwed, the rulebook, remediate.yml), and a power cycle with
+  ``--power-failure`` probability, which quarantines the node; the check after a boot comes
+  ``WATCH_START_S`` after it with ``--watch``, else at the next interval;
+- a person's inspection (thermal and power faults, quarantine) comes ``--person`` hours after it
+  is owed, on average;
 - a check that cannot run (its deadline) drains the node: ``--timeouts`` per node and month.
 
 Prints the faults by class, jobs started on a faulty node (target 0), false drains, fault to drained
@@ -42,6 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / ".collections"))
 
+from ansible_collections.gpuops.cluster.plugins.module_utils import health as h  # noqa: E402
 from ansible_collections.gpuops.cluster.plugins.module_utils import node_state as ns  # noqa: E402
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v  # noqa: E402
 
@@ -77,6 +89,8 @@ class Node:
         self.classes = set()  # the fault classes of the current episode (fault to back in service)
         self.episode = 0.0  # when it began
         self.phase = 0.0
+        self.rebooting = False
+        self.held = False  # the budget kept it in service at a check of its current faults
 
 
 def trace(rng, args, names):
@@ -139,7 +153,7 @@ def run(args):
     stats = {
         "faults": {c: 0 for c in CLASSES},
         "jobs_on_faulty": 0,
-        "jobs_kept_in_service": 0,
+        "jobs_kept_in_service": {"network": 0, "other": 0},
         "false_drains": 0,
         "to_drained": [],
         "to_service": {c: [] for c in CLASSES},
@@ -148,6 +162,9 @@ def run(args):
         "quarantined": set(),
         "resets": 0,
         "reset_failures": 0,
+        "reboots": 0,
+        "power_cycles": 0,
+        "hung": 0,
     }
     limit = ns.budget_limit(args.nodes, args.budget_nodes, args.budget_percent)
 
@@ -174,6 +191,8 @@ def run(args):
             if not node.classes:
                 node.episode = now
             node.classes.add(data)
+            if check == "xid" and action in ("reset", "reboot"):
+                node.job_end = min(node.job_end, now)  # the fault ends the job running on the GPU
             if check == "ib_ports":
                 schedule(node, now + rng.expovariate(1 / (args.link_repair * 3600)), "cure", fault)
             # The kernel-log watcher (--watch, validate_health_watch) checks 2 s after an Xid line;
@@ -198,6 +217,22 @@ def run(args):
                 node.faults.remove(data)
                 if node.drained:
                     schedule(node, next_check(node, now), "check")
+        elif what == "booted":
+            # The node comes back on a new boot (Slurm's reboot, or remediate.yml's power cycle): a fault
+            # the boot did not cure shows again; the check after the boot is the watcher's or the interval's.
+            node.boot += 1
+            node.rebooting = False
+            failure = args.power_failure if data == "power" else args.reboot_failure
+            stats["reboots" if data == "reboot" else "power_cycles"] += 1
+            kept = []
+            for fault in node.faults:
+                if fault["check"] == "ib_ports" or fault["action"] == "inspect":
+                    kept.append(fault)
+                elif rng.random() < failure:
+                    fault["seen"] = False
+                    kept.append(fault)
+            node.faults = kept
+            schedule(node, now + h.WATCH_START_S if args.watch else next_check(node, now), "check")
         elif what == "person":
             # A person reboots the node, or inspects and clears it: every fault of the node is cured.
             node.boot += 1
@@ -220,15 +255,17 @@ def run(args):
                 allowed, _why = ns.budget(fleet_text(nodes.values()), name, args.budget_nodes, args.budget_percent)
                 if not allowed:
                     stats["refused"] += 1
-                    stats["jobs_kept_in_service"] += int(rng.random() < args.interval / args.job_gap)
+                    node.held = True
+                    kind = "network" if all(f["check"] == "ib_ports" for f in node.faults) else "other"
+                    stats["jobs_kept_in_service"][kind] += int(rng.random() < args.interval / args.job_gap)
                     schedule(node, now + args.interval, "check")
                     continue
                 node.drained, node.drained_at = True, now
-                stats["to_drained"] += [(f["check"] == "xid", now - f["t"]) for f in node.faults]
+                # Fault to drained, apart for the faults the budget held in service first.
+                stats["to_drained"] += [(f["check"] == "xid", now - f["t"], node.held) for f in node.faults]
+                node.held = False
                 stats["peak_out"] = max(stats["peak_out"], sum(n.drained for n in nodes.values()))
-                if any(f["action"] in ("reboot", "inspect") for f in node.faults) or any(
-                    e["action"] in ("reboot", "inspect") for e in node.state["owed"].values()
-                ):
+                if any(e["action"] == "inspect" for e in node.state["owed"].values()):
                     schedule(node, now + rng.expovariate(1 / (args.person * 3600)), "person")
             if action in ("drain", "keep"):
                 node.reason = why if action == "drain" else node.reason
@@ -240,11 +277,30 @@ def run(args):
                     node.state = ns.after_reset(node.state, done, "bench", now=now)
                     if done:
                         node.faults = [f for f in node.faults if f["action"] != "reset"]
-                    else:
-                        schedule(node, now + rng.expovariate(1 / (args.person * 3600)), "person")
                 elif step == "wait":
                     schedule(node, next_check(node, node.job_end), "check")
                     continue
+                rstep, rdetail = ns.reboot_plan(node.state, node.rebooting)
+                if rstep == "reboot":
+                    node.state = ns.after_reboot_request(node.state, True, "bench", now=now)
+                    node.rebooting = True
+                    start = max(now, node.job_end)  # ASAP: once the node's jobs end
+                    if rng.random() < args.hang:
+                        stats["hung"] += 1
+                        back = start + args.resume_timeout + args.alert_delay + args.boot_minutes * 60
+                        schedule(node, back, "booted", "power")
+                    else:
+                        schedule(node, start + args.boot_minutes * 60, "booted", "reboot")
+                    node.reason = ns.reason(node.state, PREFIX)
+                    continue
+                if rstep == "wait":
+                    continue
+                if rstep == "escalate":
+                    node.state = ns.escalate(node.state, rdetail, now=now)
+                    if rdetail == "power":
+                        schedule(node, now + args.alert_delay + args.boot_minutes * 60, "booted", "power")
+                    else:
+                        schedule(node, now + rng.expovariate(1 / (args.person * 3600)), "person")
                 node.reason = ns.reason(node.state, PREFIX) if ns.outstanding(node.state) else node.reason
                 schedule(node, now + args.interval, "check")
             elif action == "resume":
@@ -285,7 +341,15 @@ def main():
     parser.add_argument("--job-gap", type=float, default=600.0, help="mean seconds between jobs on an idle node")
     parser.add_argument("--job-length", type=float, default=3600.0, help="mean job length, seconds")
     parser.add_argument("--reset-failure", type=float, default=0.1)
-    parser.add_argument("--person", type=float, default=4.0, help="mean hours until a person reboots or inspects")
+    parser.add_argument("--person", type=float, default=4.0, help="mean hours until a person inspects")
+    parser.add_argument("--boot-minutes", type=float, default=10.0, help="a GPU server's reboot, minutes")
+    parser.add_argument("--reboot-failure", type=float, default=0.1, help="a reboot that does not cure the fault")
+    parser.add_argument("--power-failure", type=float, default=0.3, help="a power cycle that does not cure it")
+    parser.add_argument("--hang", type=float, default=0.03, help="a reboot that never comes back")
+    parser.add_argument("--resume-timeout", type=float, default=900.0, help="Slurm's ResumeTimeout, seconds")
+    parser.add_argument("--alert-delay", type=float, default=180.0,
+                        help="seconds from a fault Prometheus sees to remediate.yml's power cycle (scrape, "
+                        "the alert's for, Alertmanager's group_wait, the rulebook)")  # fmt: skip
     parser.add_argument("--link-repair", type=float, default=2.0, help="mean hours until a link is repaired")
     parser.add_argument("--timeouts", type=float, default=0.01, help="checks that time out, per node and month")
     parser.add_argument("--budget-nodes", type=int, default=ns.BUDGET_NODES)
@@ -304,14 +368,20 @@ def main():
         p50 = statistics.median(times) if times else None
         print(f"{cls:28} {count:7d} {minutes(p50):>15} {minutes(percentile(times, 0.9)):>10}")
     for label, xid in (("Xid faults", True), ("other faults", False)):
-        drained = [seconds for is_xid, seconds in stats["to_drained"] if is_xid is xid]
+        drained = [seconds for is_xid, seconds, held in stats["to_drained"] if is_xid is xid and not held]
+        held = [seconds for is_xid, seconds, was in stats["to_drained"] if is_xid is xid and was]
         if drained:
             print(f"fault -> drained, {label}: p50 {round(statistics.median(drained))} s, "
-                  f"p99 {round(percentile(drained, 0.99))} s (target p99 <= 60 s)")  # fmt: skip
-    print(f"jobs started on a node with a fault outstanding: {stats['jobs_on_faulty']} before its check saw it, "
-          f"{stats['jobs_kept_in_service']} while the budget kept it in service (target 0)")  # fmt: skip
+                  f"p99 {round(percentile(drained, 0.99))} s (target p99 <= 60 s); "
+                  f"{len(held)} held in service by the budget first")  # fmt: skip
+    kept = stats["jobs_kept_in_service"]
+    print(f"jobs started on a node with a fault outstanding: {stats['jobs_on_faulty']} before its check saw it "
+          f"(faults with no event path: network, DCGM), {kept['network'] + kept['other']} while the budget kept "
+          f"it in service ({kept['network']} of them on network faults: a leaf switch's burst) (target 0)")  # fmt: skip
     print(f"false drains (a check that could not run): {stats['false_drains']}")
     print(f"GPU resets on the node: {stats['resets']}, of which failed (a reboot owed): {stats['reset_failures']}")
+    print(f"reboots through Slurm: {stats['reboots']}; power cycles through the BMC: {stats['power_cycles']} "
+          f"({stats['hung']} after a reboot that never came back)")  # fmt: skip
     print(f"most nodes out at once: {stats['peak_out']} (budget {stats['limit']}); drains refused: {stats['refused']}")
     found = stats["quarantined"] & stats["lemons"]
     print(f"lemon nodes quarantined: {len(found)} of {len(stats['lemons'])}; "
