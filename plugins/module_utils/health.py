@@ -99,6 +99,7 @@ def load_config(text, path=CONFIG):
         ("repair_reset", bool),
         ("repair_reboot", bool),
         ("boot_id_file", str),
+        ("watch_interval", int),
     )
     for key, kind in checks:
         value = config.get(key, kind())
@@ -117,6 +118,10 @@ def load_config(text, path=CONFIG):
             f"{path}: budget_percent (validate_health_budget_percent)",
         ),
     )
+    if config.get("watch_interval", 0) < 0:
+        problems.append(
+            f"{path}: watch_interval (validate_health_watch_interval) is {config['watch_interval']}: 0 or more"
+        )
     faults = config.setdefault("quarantine_faults", ns.QUARANTINE_FAULTS)
     days = config.setdefault("quarantine_days", ns.QUARANTINE_WINDOW_S / 86400)
     if not isinstance(faults, int) or isinstance(faults, bool) or faults < 0:

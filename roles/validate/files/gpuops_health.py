@@ -11,9 +11,12 @@ launcher, ``/usr/local/sbin/gpuops-health``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
+import io
 import json
 import os
+import re
 import selectors
 import signal
 import socket
@@ -262,10 +265,17 @@ def watch(args, node):
     selector = selectors.DefaultSelector()
     selector.register(follower.stdout, selectors.EVENT_READ)
     due, last, partial, why = None, -h.WATCH_GAP_S, b"", None
-    if _after_ladder_reboot(args, node):
+    config, boot = _watch_config(args, node)
+    if boot:
         due, why = time.monotonic() + h.WATCH_START_S, "boot"
+    # Faults with no kernel-log line (a DCGM incident, a port down) between slurmd's checks: a quiet
+    # check every watch_interval seconds (validate_health_watch_interval; 0, none).
+    tick = config.get("watch_interval", 0) if config else 0
+    ticked = time.monotonic()
     try:
         while True:
+            if tick and due is None:
+                due, why = ticked + tick, "tick"
             timeout = None if due is None else max(due - time.monotonic(), 0)
             if selector.select(timeout):
                 # Whatever the pipe holds (os.read, not a buffered readline: select would not see
@@ -279,6 +289,11 @@ def watch(args, node):
                     due = max(time.monotonic() + h.WATCH_SETTLE_S, last + h.WATCH_GAP_S)
                     why = "xid"
                 continue
+            if why == "tick":
+                _quiet_check(check, node)
+                ticked = time.monotonic()
+                due, why = None, None
+                continue
             _say(
                 "gpuops-health: an Xid in the kernel log: checking now"
                 if why == "xid"
@@ -286,6 +301,7 @@ def watch(args, node):
             )
             main(check, node)
             due, last, why = None, time.monotonic(), None
+            ticked = last
     finally:
         selector.close()
         follower.kill()
@@ -293,15 +309,30 @@ def watch(args, node):
     return 1
 
 
-def _after_ladder_reboot(args, node):
-    """Whether this boot follows a reboot the ladder asked of Slurm, the node not resumed since."""
+def _watch_config(args, node):
+    """``(config, boot)``: the node's expectations (None where they cannot be read: the checks say why)
+    and whether this boot follows a reboot the ladder asked of Slurm, the node not resumed since."""
     try:
         config = h.load_config(node.file(args.config) or "", args.config)
     except h.ConfigError:
-        return False
+        return None, False
     boot_id = (node.file(config.get("boot_id_file") or h.BOOT_ID_FILE) or "").strip()
     state, _seen, _lost = h.load_state(node.file(args.state), boot_id)
-    return ns.awaits_boot_check(state, boot_id)
+    return config, ns.awaits_boot_check(state, boot_id)
+
+
+def _quiet_check(check, node):
+    """The watcher's periodic check: its output only where it acted (a drain, a resume, a repair step)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(check, node)
+    acted = [line for line in out.getvalue().splitlines() if _ACTED.search(line)]
+    if acted:
+        _say("gpuops-health: the watcher's periodic check")
+        _say("\n".join(out.getvalue().splitlines()))
+
+
+_ACTED = re.compile(r": (drain|resume|refused): |: reset: GPU|: reboot: (asked|Slurm refused|escalated)")
 
 
 def main(argv=None, node=None):  # noqa: PLR0911 - one exit status per mode

@@ -991,6 +991,34 @@ def test_the_watcher_started_on_the_boot_after_the_ladder_s_reboot_resumes_the_n
     assert len(node.updates) == updates
 
 
+def test_the_watcher_s_periodic_check_drains_a_fault_with_no_kernel_log_line_and_is_quiet_otherwise(tmp_path, capsys):
+    """A GPU lost from the driver (no Xid line; a DCGM incident and a port down are alike) drains within
+    validate_health_watch_interval, whatever slurmd's HealthCheckInterval; healthy ticks print nothing."""
+    node = FakeNode(tmp_path, "pcie-l40s")
+    node.config.write_text(json.dumps(dict(json.loads(node.config.read_text()), watch_interval=1)))
+    seen = {}
+
+    def inject():
+        time.sleep(1.6)  # a healthy tick or more first
+        seen["quiet"] = capsys.readouterr().out
+        node.set_faults({"lost_gpus": {"count": 1}})
+        start = time.monotonic()
+        for _wait in range(60):
+            if node.drained:
+                break
+            time.sleep(0.1)
+        seen["drained"] = time.monotonic() - start
+        node.follower.kill()
+
+    worker = threading.Thread(target=inject)
+    worker.start()
+    assert node.check("watch") == 1
+    worker.join()
+    assert seen["quiet"] == ""
+    assert node.drained and node.reason == "gpuops-health: gpu_count node" and seen["drained"] < 3, seen
+    assert "the watcher's periodic check" in capsys.readouterr().out
+
+
 def test_a_drain_keeps_what_the_check_saw_as_evidence_beside_the_state(tmp_path, capsys):
     node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 3, "xid": 79}]})
     assert node.check() == 0 and node.drained
