@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: remediation_plan
 short_description: What playbooks/remediate.yml does with each node, from sinfo
-version_added: 1.0.0
+version_added: 1.1.0
 description:
   - The repair ladder's third rung, planned from the fleet as C(sinfo -h -N -o '%N|%t|%E') prints it.
   - V(power_cycle) for a node the health check took out (its reason starts with C(gpuops-health:)) that

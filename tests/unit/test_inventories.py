@@ -42,7 +42,8 @@ def role_defaults() -> dict:
 def public_variables() -> set:
     names = set()
     for path in (ROOT / "roles").glob("*/meta/argument_specs.yml"):
-        names |= set(yaml.safe_load(path.read_text())["argument_specs"]["main"]["options"])
+        for entry in yaml.safe_load(path.read_text())["argument_specs"].values():  # every entry point's
+            names |= set(entry.get("options") or {})
     return names
 
 
