@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -169,3 +170,20 @@ def test_the_event_source_makes_one_event_per_alert_and_refuses_what_is_not_aler
     assert alertmanager.events({"alerts": "x"})[1] == "not Alertmanager's webhook: no list of alerts"
     assert alertmanager.events([1, 2])[1] == "not Alertmanager's webhook: no list of alerts"
     assert len(alertmanager.events({"alerts": [{}] * 500}, max_alerts=100)[0]) == 100
+
+
+def test_the_rulebook_runs_playbooks_of_the_collection_on_alerts_the_collection_fires():
+    """A rulebook pointed at a playbook that does not exist, or waiting for an alert nothing fires,
+    would fail only when an alert comes: checked here."""
+    import yaml  # noqa: PLC0415 - this test's only use
+
+    (ruleset,) = yaml.safe_load((ROOT / "extensions" / "eda" / "rulebooks" / "heal.yml").read_text())
+    rules_text = (ROOT / "roles" / "dcgm" / "templates" / "gpuops-gpu.rules.yml.j2").read_text()
+    assert [next(iter(source)) for source in ruleset["sources"]] == ["gpuops.cluster.alertmanager"]
+    assert (ROOT / "extensions" / "eda" / "plugins" / "event_source" / "alertmanager.py").is_file()
+    for rule in ruleset["rules"]:
+        name = rule["action"]["run_playbook"]["name"]
+        assert name.startswith("gpuops.cluster."), name
+        assert (ROOT / "playbooks" / f"{name.split('.', 2)[2]}.yml").is_file(), name
+        for alertname in re.findall(r'alertname == "(\w+)"', rule["condition"]):
+            assert f"alert: {alertname}\n" in rules_text, alertname
