@@ -121,8 +121,11 @@ def _write_textfile(config, records, drained=None, refused=None, timing=None, ow
 
 
 def _say(text, stream=None):
-    """One line to stdout (or ``stream``): the command's output."""
-    (stream or sys.stdout).write(f"{text}\n")
+    """One line to stdout (or ``stream``): the command's output, at once (the watcher's stdout is
+    journald's pipe, which Python would otherwise fill in blocks, its lines appearing only at exit)."""
+    stream = stream or sys.stdout
+    stream.write(f"{text}\n")
+    stream.flush()
 
 
 def _arguments(argv):
