@@ -334,15 +334,12 @@ def parse_node_line(text, node):
     (the DRAIN flag, down, failing or rebooting), its reason ("" when in service), and whether a reboot
     is asked or under way (``boot``, or the ``@`` and ``^`` flags); ("", False, "", False) where sinfo
     does not list it."""
-    for line in (text or "").splitlines():
-        name, _sep, rest = line.strip().partition("|")
-        if name == node:
-            state, _sep, reason = rest.partition("|")
-            flags = state.strip().lower()
-            state = flags.rstrip("*~#!%$@^-+")
-            rebooting = state.startswith("boot") or "@" in flags or "^" in flags
-            out = state.startswith(("drain", "drng", "down", "fail", "boot"))
-            return state, out, reason.strip() if out else "", rebooting
+    row = ns.sinfo_rows(text).get(node)
+    if row:
+        state, flags = row["state"], row["flags"]
+        rebooting = state.startswith("boot") or "@" in flags or "^" in flags
+        out = state.startswith(("drain", "drng", "down", "fail", "boot"))
+        return state, out, row["reason"] if out else "", rebooting
     return "", False, "", False
 
 

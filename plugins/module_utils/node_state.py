@@ -613,20 +613,30 @@ AUTOMATIC_PREFIXES = ("gpuops-health:", "gpuops-validate:", "gpuops-remediate:",
 _OUT_STATES = ("drain", "drng", "down", "fail", "maint", "reboot", "boot", "powered_down", "power_down")
 
 
+def sinfo_rows(text):
+    """Each node of ``sinfo -h -N -o '%N|%t|%E'`` (listed once per partition: once here): ``{node:
+    {"flags", "state", "reason"}}``, ``flags`` the compact state as printed (``down*``, ``drng@``),
+    ``state`` without its flags, both lower case."""
+    rows = {}
+    for line in (text or "").splitlines():
+        node, _sep, rest = line.strip().partition("|")
+        flags, _sep, why = rest.partition("|")
+        if node:
+            flags = flags.strip().lower()
+            rows[node] = {"flags": flags, "state": flags.rstrip("*~#!%$@^-+"), "reason": why.strip()}
+    return rows
+
+
 def fleet_out(text):
     """``(fleet, out)`` from ``sinfo -h -N -o '%N|%t|%E'``: the fleet's node names, and those out of
     service by this collection's automation (drained, draining, down or rebooting with a reason of its own)."""
-    fleet, out = set(), set()
-    for line in (text or "").splitlines():
-        node, _sep, rest = line.strip().partition("|")
-        state, _sep, why = rest.partition("|")
-        if not node:
-            continue
-        fleet.add(node)
-        base = state.strip().rstrip("*~#!%$@^-+").lower()
-        if base.startswith(_OUT_STATES) and why.strip().startswith(AUTOMATIC_PREFIXES):
-            out.add(node)
-    return fleet, out
+    rows = sinfo_rows(text)
+    out = {
+        node
+        for node, row in rows.items()
+        if row["state"].startswith(_OUT_STATES) and row["reason"].startswith(AUTOMATIC_PREFIXES)
+    }
+    return set(rows), out
 
 
 def budget(text, node, nodes=BUDGET_NODES, percent=BUDGET_PERCENT):
@@ -665,12 +675,7 @@ def remediation_plan(
     otherwise, with the reason: in service, out for a person's or another tool's reason (never
     touched), or the node's own check has the repair in hand. ``nodes``: the nodes asked for (an
     alert's); empty, every node. A node Slurm does not list is a problem, refused before any change."""
-    rows = {}
-    for line in (text or "").splitlines():
-        node, _sep, rest = line.strip().partition("|")
-        state, _sep, why = rest.partition("|")
-        if node:
-            rows[node] = (state.strip().lower(), why.strip())
+    rows = sinfo_rows(text)
     wanted = list(dict.fromkeys(str(n) for n in nodes)) or sorted(rows, key=_natural)
     problems = [
         f"{node} is not a node Slurm knows (sinfo lists {len(rows)}); name the Slurm node (remediate_nodes)"
@@ -682,9 +687,8 @@ def remediation_plan(
     for node in wanted:
         if node not in rows:
             continue
-        flags, why = rows[node]
-        base = flags.rstrip("*~#!%$@^-+")
-        hung = "*" in flags or base.startswith(("down", "fail"))
+        flags, why = rows[node]["flags"], rows[node]["reason"]
+        hung = "*" in flags or rows[node]["state"].startswith(("down", "fail"))
         if not why.startswith(prefix):
             detail = (
                 "in service" if why in ("", "none") else f"out for another reason ({why}): a person's, never touched"

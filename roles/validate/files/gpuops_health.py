@@ -216,8 +216,7 @@ def _check(args, node):
             config = h.load_config(text, args.config)
         except h.ConfigError as exc:
             problem = exc
-        boot_file = (config or {}).get("boot_id_file") or h.BOOT_ID_FILE
-        boot_id = (node.file(boot_file) or "").strip()
+        boot_id = _boot_id(node, config)
         state, seen, lost = h.load_state(node.file(args.state), boot_id)
         if problem is not None:
             config = None
@@ -319,9 +318,14 @@ def _watch_config(args, node):
         config = h.load_config(node.file(args.config) or "", args.config)
     except h.ConfigError:
         return None, False
-    boot_id = (node.file(config.get("boot_id_file") or h.BOOT_ID_FILE) or "").strip()
+    boot_id = _boot_id(node, config)
     state, _seen, _lost = h.load_state(node.file(args.state), boot_id)
     return config, ns.awaits_boot_check(state, boot_id)
+
+
+def _boot_id(node, config):
+    """The node's boot id, from the file its expectations name (the kernel's by default)."""
+    return (node.file((config or {}).get("boot_id_file") or h.BOOT_ID_FILE) or "").strip()
 
 
 def _quiet_check(check, node):
@@ -329,10 +333,9 @@ def _quiet_check(check, node):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         main(check, node)
-    acted = [line for line in out.getvalue().splitlines() if _ACTED.search(line)]
-    if acted:
+    if _ACTED.search(out.getvalue()):
         _say("gpuops-health: the watcher's periodic check")
-        _say("\n".join(out.getvalue().splitlines()))
+        _say(out.getvalue().rstrip("\n"))
 
 
 _ACTED = re.compile(r": (drain|resume|refused): |: reset: GPU|: reboot: (asked|Slurm refused|escalated)")
@@ -521,12 +524,7 @@ def _reboot_rung(node, name, state, rebooting, reason):
         return state, reason
     state = ns.escalate(state, detail, now=node.now())
     _say(f"gpuops-health: {name}: reboot: escalated to {ns.ACTIONS[detail]}")
-    wanted = ns.reason(state, h.PREFIX)
-    done, problem = _act(node, name, "drain", wanted)
-    if done is None:
-        _say(f"gpuops-health: drain {name} failed: {problem}", sys.stderr)
-        return state, reason
-    return _record(state, node, "drain", wanted, done), wanted
+    return _redrain(node, name, state, reason)
 
 
 def _reset_rung(node, name, config, state, idle, started, reason):  # noqa: PLR0917 - the run's parts, named
@@ -552,12 +550,17 @@ def _reset_rung(node, name, config, state, idle, started, reason):  # noqa: PLR0
     else:
         state = ns.after_reset(state, False, detail, now=node.now())
         _say(f"gpuops-health: {name}: reset: escalated to a reboot: {detail}")
+    return _redrain(node, name, state, reason)
+
+
+def _redrain(node, name, state, reason):
+    """After a repair step: the reason changed to what the node owes now (a reset done narrows it, an
+    escalation names the next step). ``(state, reason)``, the reason as Slurm has it."""
     wanted = ns.reason(state, h.PREFIX)
-    if ns.outstanding(state) and wanted != reason:
-        done, problem = _act(node, name, "drain", wanted)
-        if done is None:
-            _say(f"gpuops-health: drain {name} failed: {problem}", sys.stderr)
-            return state, reason
-        state = _record(state, node, "drain", wanted, done)
-        return state, wanted
-    return state, reason
+    if not ns.outstanding(state) or wanted == reason:
+        return state, reason
+    done, problem = _act(node, name, "drain", wanted)
+    if done is None:
+        _say(f"gpuops-health: drain {name} failed: {problem}", sys.stderr)
+        return state, reason
+    return _record(state, node, "drain", wanted, done), wanted
