@@ -10,6 +10,7 @@ new boot (a new BootTime, answering again, still drained)."""
 from __future__ import annotations
 
 import http.server
+import importlib
 import json
 import os
 import socket
@@ -25,7 +26,8 @@ from conftest import ROOT
 
 if Path(sys.prefix).resolve() == (ROOT / ".venv").resolve():
     import bcrypt  # sushy-tools (requirements.txt) brings it: in the project's venv, a failure, never a skip
-    import sushy_tools  # noqa: F401
+
+    importlib.import_module("sushy_tools")
 else:  # make core-matrix's venvs, which hold the unit tests' packages only
     pytest.importorskip("sushy_tools")
     bcrypt = pytest.importorskip("bcrypt")
