@@ -166,7 +166,11 @@ def run(args):
         "reboots": 0,
         "power_cycles": 0,
         "hung": 0,
+        "latches": 0,
+        "latched_s": 0.0,
     }
+    # The nodes' Slurm Comments: the budget's memory (take-outs within the window) and its latch.
+    comments, latched_at = {}, None
     limit = ns.budget_limit(args.nodes, args.budget_nodes, args.budget_percent)
 
     def next_check(node, now):
@@ -251,6 +255,11 @@ def run(args):
             if quarantined:
                 stats["quarantined"].add(name)
             schedule(node, next_check(node, now), "check")
+        elif what == "reopen":
+            # remediate.yml -e remediate_reopen_budget=true: this collection's Comments cleared.
+            if latched_at is not None:
+                stats["latched_s"] += now - latched_at
+            comments, latched_at = {}, None
         elif what == "check":
             records, faults = records_of(node, now)
             quarantine = (args.quarantine, 7 * DAY) if args.quarantine else None
@@ -259,7 +268,15 @@ def run(args):
             )
             action, why = ns.decide(node.state, node.drained, node.reason, PREFIX)
             if action == "drain" and not node.drained:
-                allowed, _why = ns.budget(fleet_text(nodes.values()), name, args.budget_nodes, args.budget_percent)
+                allowed, _why, spent = ns.budget(
+                    fleet_text(nodes.values()), name, args.budget_nodes, args.budget_percent,
+                    comments=comments, window=args.budget_window, now=now,
+                )  # fmt: skip
+                if spent:
+                    # The budget is latched: a person looks for the shared cause, then reopens it.
+                    comments[name], latched_at = spent, now
+                    stats["latches"] += 1
+                    schedule(node, now + rng.expovariate(1 / (args.person * 3600)), "reopen")
                 if not allowed:
                     stats["refused"] += 1
                     node.held = True
@@ -268,6 +285,7 @@ def run(args):
                     schedule(node, now + args.interval, "check")
                     continue
                 node.drained, node.drained_at = True, now
+                comments[name] = ns.budget_comment("taken", now)
                 # Fault to drained, apart for the faults the budget held in service first.
                 stats["to_drained"] += [(f["check"] == "xid", now - f["t"], node.held) for f in node.faults]
                 node.held = False
@@ -361,6 +379,7 @@ def main():
     parser.add_argument("--timeouts", type=float, default=0.01, help="checks that time out, per node and month")
     parser.add_argument("--budget-nodes", type=int, default=ns.BUDGET_NODES)
     parser.add_argument("--budget-percent", type=float, default=ns.BUDGET_PERCENT)
+    parser.add_argument("--budget-window", type=int, default=ns.BUDGET_WINDOW_S, help="seconds a take-out counts")
     parser.add_argument("--quarantine", type=int, default=ns.QUARANTINE_FAULTS)
     parser.add_argument("--watch", action="store_true", help="the kernel-log watcher: an Xid is checked 2 s after it")
     parser.add_argument("--watch-interval", type=float, default=30.0, help="the watcher's periodic check, seconds")
@@ -390,7 +409,9 @@ def main():
     print(f"GPU resets on the node: {stats['resets']}, of which failed (a reboot owed): {stats['reset_failures']}")
     print(f"reboots through Slurm: {stats['reboots']}; power cycles through the BMC: {stats['power_cycles']} "
           f"({stats['hung']} after a reboot that never came back)")  # fmt: skip
-    print(f"most nodes out at once: {stats['peak_out']} (budget {stats['limit']}); drains refused: {stats['refused']}")
+    print(f"most nodes out at once: {stats['peak_out']} (budget {stats['limit']} within {args.budget_window} s); "
+          f"drains refused: {stats['refused']}; budget latched {stats['latches']} time(s), "
+          f"{stats['latched_s'] / 3600:.1f} h in all until a person reopened it")  # fmt: skip
     found = stats["quarantined"] & stats["lemons"]
     print(f"lemon nodes quarantined: {len(found)} of {len(stats['lemons'])}; "
           f"others quarantined: {len(stats['quarantined'] - stats['lemons'])}")  # fmt: skip

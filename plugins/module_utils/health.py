@@ -118,6 +118,9 @@ def load_config(text, path=CONFIG):
             f"{path}: budget_percent (validate_health_budget_percent)",
         ),
     )
+    problems += ns.window_problems(
+        config.setdefault("budget_window", ns.BUDGET_WINDOW_S), f"{path}: budget_window (validate_health_budget_window)"
+    )
     if config.get("watch_interval", 0) < 0:
         problems.append(
             f"{path}: watch_interval (validate_health_watch_interval) is {config['watch_interval']}: 0 or more"

@@ -23,8 +23,10 @@ Everything here is pure: reading the node and calling Slurm are the callers'.
 
 from __future__ import annotations
 
+import calendar
 import math
 import re
+import time
 
 SCHEMA = 1
 # What each recovery action is, and what observes it.
@@ -379,6 +381,9 @@ def _natural(text):
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
 
+natural_key = _natural  # node names in their natural order (gpu2 before gpu10)
+
+
 def owed_records(state, record):
     """One failed record per owed action (check ``recovery``), so that what a node owes shows where
     its failed checks do (the command's output, the textfile, node-problem-detector)."""
@@ -639,21 +644,120 @@ def fleet_out(text):
     return set(rows), out
 
 
-def budget(text, node, nodes=BUDGET_NODES, percent=BUDGET_PERCENT):
-    """``(allowed, why)``: whether automation may take ``node`` out now, from the fleet as sinfo
-    prints it (:func:`fleet_out`). A node out already costs nothing more."""
+# The budget's memory, fleet-wide, in Slurm's own persisted node state: each node's Comment
+# (``scontrol update NodeName=... Comment=...``; slurmctld saves it with the node and keeps it over a
+# restart and a reconfigure). An automatic take-out stamps the node ``gpuops: taken out <time>``: it
+# counts against the budget for BUDGET_WINDOW_S after that, back in service or not. A take-out the
+# budget refused stamps the refused node ``gpuops: budget spent <time> (...)``: the latch. While any
+# node carries it, automation takes no node out; only a person clears it (remediate.yml
+# -e remediate_reopen_budget=true). A person's own comment is never overwritten.
+# The window: an hour. At the failure rate of published fleet studies (about one node an hour in a
+# fleet of 2,000) more than a handful of take-outs within an hour is a shared cause, not bad luck.
+BUDGET_WINDOW_S = 3600
+COMMENT_PREFIX = "gpuops: "
+TAKEN = "gpuops: taken out "
+SPENT = "gpuops: budget spent "
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")
+COMMENTS_ARGV = ("sinfo", "-h", "-N", "-O", "NodeList:0|,Comment:0")
+
+
+def comment_rows(text):
+    """Each node's Comment from ``sinfo -h -N -O 'NodeList:0|,Comment:0'`` (:data:`COMMENTS_ARGV`):
+    ``{node: comment}``, ``""`` where it has none (sinfo prints ``(null)``)."""
+    rows = {}
+    for line in (text or "").splitlines():
+        node, sep, comment = line.strip().partition("|")
+        if node and sep:
+            comment = comment.strip()
+            rows[node] = "" if comment == "(null)" else comment
+    return rows
+
+
+def _stamp_time(comment):
+    found = _STAMP.match(comment[len(TAKEN) :] if comment.startswith(TAKEN) else comment[len(SPENT) :])
+    if not found:
+        return None
+    return calendar.timegm(time.strptime(found.group(1), "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def budget_comment(kind, now, detail=""):
+    """The Comment that records a take-out (``kind`` ``taken``) or the latch (``spent``) at ``now``."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    return (TAKEN if kind == "taken" else SPENT) + stamp + (f" ({detail})" if detail else "")
+
+
+def comment_update(current, new):
+    """``new`` where the node's Comment ``current`` is empty or this collection's, else None: a
+    person's comment is never overwritten (that node's take-out then counts only while it is out)."""
+    return new if not current or current.startswith(COMMENT_PREFIX) else None
+
+
+def latch(comments):
+    """``[(node, comment)]``: the nodes that carry the budget's latch (a refused take-out)."""
+    return sorted(((n, c) for n, c in (comments or {}).items() if c.startswith(SPENT)), key=lambda nc: _natural(nc[0]))
+
+
+def budget(text, node, nodes=BUDGET_NODES, percent=BUDGET_PERCENT, *, comments=None, window=BUDGET_WINDOW_S, now=None):
+    """``(allowed, why, spent)``: whether automation may take ``node`` out now, from the fleet as sinfo
+    prints it (:func:`fleet_out`) and, where given, the nodes' Comments (:func:`comment_rows`): the
+    nodes out by automation now and those it took out within ``window`` seconds of ``now`` count. A node
+    out already costs nothing more. Refused while the latch is set (:func:`latch`); a refusal that
+    spends the budget returns ``spent``, the Comment that sets the latch on ``node``, else None."""
     fleet, out = fleet_out(text)
     fleet.add(node)
     limit = budget_limit(len(fleet), nodes, percent)
-    others = sorted(out - {node}, key=_natural)
-    if node in out or len(others) < limit:
-        return True, f"{len(others)} of {limit} nodes out by automation ({len(fleet)} in the fleet)"
-    shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
-    return False, (
-        f"the blast-radius budget is spent: {len(others)} nodes of {len(fleet)} are out by automation "
-        f"({shown}), the limit is {limit} (the smaller of {nodes} nodes and {percent} % of the fleet); "
-        "look for a shared cause, then resume or repair those nodes"
+    if node in out:
+        return True, f"{node} is out already (it costs the budget nothing more)", None
+    held = latch(comments)
+    if held:
+        first, said = held[0]
+        return (
+            False,
+            (
+                f"the blast-radius budget is latched ({first}: {said}"
+                f"{f' and {len(held) - 1} more' if len(held) > 1 else ''}): "
+                "automation takes no node out until a person reopens it; look for a shared cause, then run "
+                "ansible-playbook gpuops.cluster.remediate -e remediate_reopen_budget=true"
+            ),
+            None,
+        )
+    recent = set()
+    if now is not None and window:
+        for other, said in (comments or {}).items():
+            stamped = _stamp_time(said) if said.startswith(TAKEN) else None
+            if other in fleet and stamped is not None and now - window < stamped <= now + 60:
+                recent.add(other)
+    others = sorted((out | recent) - {node}, key=_natural)
+    back = len(set(others) - out)
+    counted = f"{len(others)} of {limit} nodes out by automation" + (
+        f" ({back} of them back in service, taken out within the last {window} s)" if back else ""
     )
+    if len(others) < limit:
+        return True, f"{counted} ({len(fleet)} in the fleet)", None
+    shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+    why = (
+        f"the blast-radius budget is spent: {len(others)} nodes of {len(fleet)} are out by automation or were "
+        f"taken out within the last {window} s ({shown}), the limit is {limit} (the smaller of {nodes} nodes and "
+        f"{percent} % of the fleet); automation takes no node out until a person reopens it: look for a shared "
+        "cause, then run ansible-playbook gpuops.cluster.remediate -e remediate_reopen_budget=true"
+    )
+    return (
+        False,
+        why,
+        budget_comment(
+            "spent", now if now is not None else time.time(), f"{node} refused, {len(others)} of {limit} out"
+        ),
+    )
+
+
+def window_problems(window, name="window"):
+    """The problem of a budget window's setting, naming the variable, or []."""
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        return [
+            f"{name} is {window!r}: it must be a whole number of seconds of 1 or more "
+            "(the budget counts a take-out for that long)"
+        ]
+    return []
 
 
 # ---------------------------------------------------------------------------------------------

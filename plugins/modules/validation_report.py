@@ -95,6 +95,18 @@ options:
     description: The blast-radius budget, as a share of the fleet (C(validate_health_budget_percent)).
     type: float
     default: 10
+  budget_window:
+    description: How long a take-out counts against the budget, in seconds (C(validate_health_budget_window)).
+    type: int
+    default: 3600
+    version_added: 1.1.0
+  comments:
+    description:
+      - The fleet's node Comments as C(sinfo -h -N -O 'NodeList:0|,Comment:0') prints them, with O(sinfo) - the
+        budget's memory (nodes taken out within O(budget_window)) and its latch (a C(gpuops: budget spent)
+        Comment stops every automatic drain until a person reopens it). Omitted, only the nodes out now count.
+    type: str
+    version_added: 1.1.0
   recorded:
     description:
       - The fleet state's C(validation) record of the nodes of this run (inventory name to the record), whose
@@ -139,6 +151,14 @@ budget_refused:
   returned: always
   type: list
   elements: str
+comments:
+  description:
+    - The Slurm Comment to set on a node with its drain (C(gpuops: taken out <time>)) or on a node the budget
+      refused (C(gpuops: budget spent <time> ...), the latch), by inventory name; none where the node has a
+      person's comment (never overwritten) or O(comments) was not given.
+  returned: always
+  type: dict
+  version_added: 1.1.0
 resume:
   description:
     - Nodes drained by an earlier validation (or for burn-in) that pass now, their own checks and
@@ -184,6 +204,7 @@ import datetime
 import json
 import os
 import statistics
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.cluster.plugins.module_utils import health
@@ -245,23 +266,37 @@ def _failed_checks(checks, findings):
 
 
 def _within_budget(drain, nodes, p):
-    """``(drain, refused)``: the drains the blast-radius budget allows (node_state.budget, counting the
-    nodes Slurm shows out by automation and the drains already allowed), and ``[(host, why)]`` the others."""
-    allowed, refused, taken = {}, [], []
-    sinfo = p["sinfo"]
+    """``(drain, refused, comments)``: the drains the blast-radius budget allows (node_state.budget,
+    counting the nodes Slurm shows out by automation, those taken out within the window and the drains
+    already allowed), ``[(host, why)]`` the others, and the Comment to set on each (its take-out, or
+    the latch on the refused node that spent the budget)."""
+    allowed, refused, taken, comments = {}, [], [], {}
+    sinfo, now = p["sinfo"], time.time()
+    rows = ns.comment_rows(p["comments"]) if p["comments"] is not None else None
     for host in sorted(drain):
         name = nodes[host].get("name") or host
         if nodes[host].get("drained"):
             allowed[host] = drain[host]
             continue
         extra = "".join(f"{other}|drain|gpuops-validate: (this run)\n" for other in taken)
-        ok, why = ns.budget(sinfo + "\n" + extra, name, p["budget_nodes"], p["budget_percent"])
+        ok, why, spent = ns.budget(
+            sinfo + "\n" + extra,
+            name,
+            p["budget_nodes"],
+            p["budget_percent"],
+            comments=rows,
+            window=p["budget_window"],
+            now=now,
+        )
+        said = ns.budget_comment("taken", now) if ok else spent
         if ok:
             allowed[host] = drain[host]
             taken.append(name)
         else:
             refused.append((host, why))
-    return allowed, refused
+        if rows is not None and said and ns.comment_update(rows.get(name, ""), said):
+            comments[host] = rows[name] = said
+    return allowed, refused, comments
 
 
 def _finding(host, record):
@@ -299,6 +334,8 @@ def main():
             "sinfo": {"type": "str"},
             "budget_nodes": {"type": "int", "default": ns.BUDGET_NODES},
             "budget_percent": {"type": "float", "default": ns.BUDGET_PERCENT},
+            "budget_window": {"type": "int", "default": ns.BUDGET_WINDOW_S},
+            "comments": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -308,8 +345,12 @@ def main():
         if not isinstance(node, dict) or not isinstance(node.get("checks", []), list):
             module.fail_json(msg=f"nodes.{host} must be a dict with a list of checks (node_health's result).")
     problems = ns.budget_problems(p["budget_nodes"], p["budget_percent"], ("budget_nodes", "budget_percent"))
+    problems += ns.window_problems(p["budget_window"], "budget_window")
     if problems:
-        module.fail_json(msg="; ".join(problems) + " (validate_health_budget_nodes, validate_health_budget_percent)")
+        module.fail_json(
+            msg="; ".join(problems)
+            + " (validate_health_budget_nodes, validate_health_budget_percent, validate_health_budget_window)"
+        )
     firmware = v.firmware_checks({host: node.get("hcas") or [] for host, node in nodes.items()})
 
     missing = r.missing_libraries()
@@ -437,14 +478,15 @@ def main():
         report["actions"][host] = "none (an earlier run's verdict, {})".format(last.get("date"))
     # The gate's drains count against the blast-radius budget: nodes drained already cost nothing
     # more; past the budget, a failing node is not drained (its findings still fail the play).
-    refused = []
+    refused, comments = [], {}
     if drain and p["sinfo"] is not None:
-        drain, refused = _within_budget(drain, nodes, p)
+        drain, refused, comments = _within_budget(drain, nodes, p)
         for host, why in refused:
             report["actions"][host] = f"not drained: {why}"
     report["repair"] = _repair(p, nodes)
     report["drain"] = drain
     report["budget_refused"] = [host for host, _why in refused]
+    report["comments"] = comments
     report["resume"] = resume
     report["findings"] = findings
 
@@ -478,6 +520,7 @@ def main():
         verdict=report["verdict"],
         drain=report["drain"],
         budget_refused=report["budget_refused"],
+        comments=report["comments"],
         repair=report["repair"],
         resume=resume,
         findings=findings,

@@ -40,13 +40,22 @@ nodes = json.load(open(model))
 tool, args = os.path.basename(sys.argv[0]), sys.argv[1:]
 with open(os.path.join(os.environ["FAKE_SLURM"], "calls"), "a") as log:
     log.write(json.dumps([tool] + args) + "\n")
-if tool == "sinfo":
+if tool == "sinfo" and any(arg.startswith("--Format=") for arg in args):
+    for name, node in nodes.items():
+        print(f"{{name}}|{{node.get('comment') or '(null)'}}")
+elif tool == "sinfo":
     for name, node in nodes.items():
         print(f"{{name}}|{{node['state']}}|{{node['reason'] or 'none'}}")
 elif args[:3] == ["--oneliner", "show", "node"]:
     node = nodes[args[3]]
     flags = {{"down*": "DOWN+DRAIN+NOT_RESPONDING", "drain": "IDLE+DRAIN", "idle": "IDLE"}}[node["state"]]
     print(f"NodeName={{args[3]}} State={{flags}} BootTime={{node['boot']}} Reason={{node['reason']}} [root@x]")
+elif args[0] == "update" and "Reason" not in dict(word.partition("=")[::2] for word in args[1:]):
+    fields = dict(word.partition("=")[::2] for word in args[1:])
+    for name in fields["NodeName"].split(","):
+        nodes[name]["comment"] = fields["Comment"]
+    json.dump(nodes, open(model + ".tmp", "w"))
+    os.replace(model + ".tmp", model)
 elif args[0] == "update":
     fields = dict(word.partition("=")[::2] for word in args[1:])
     node = nodes[fields["NodeName"]]
@@ -248,6 +257,32 @@ def test_check_mode_plans_within_the_budget_and_changes_nothing(fleet):
     assert [call for call in cluster.calls() if call[0] != "sinfo"] == []
 
 
+def test_a_person_reopens_the_latched_budget_and_their_own_comments_stay(fleet):
+    latch = "gpuops: budget spent 2026-12-04T10:00:00Z (gpu-b refused, 1 of 1 out)"
+    cluster = fleet({
+        "gpu-a": {"state": "idle", "reason": "", "boot": BOOT, "comment": "gpuops: taken out 2026-12-04T09:59:00Z"},
+        "gpu-b": {"state": "idle", "reason": "", "boot": BOOT, "comment": latch},
+        "gpu-c": {"state": "idle", "reason": "", "boot": BOOT, "comment": "RMA 4711 open"},
+        "gpu-d": {"state": "idle", "reason": "", "boot": BOOT},
+    })  # fmt: skip
+    rc, out = cluster.run({}, "-e", "remediate_reopen_budget=true", check=True)
+    assert rc == 0 and f"The budget was latched by gpu-b: {latch}; check mode: nothing cleared." in " ".join(
+        out.split()
+    ), out[-3000:]
+    assert [call for call in cluster.calls() if call[0] != "sinfo"] == []  # check mode changes nothing
+    rc, out = cluster.run({}, "-e", "remediate_reopen_budget=true")
+    assert rc == 0 and "its records are cleared." in " ".join(out.split()), out[-3000:]
+    assert [call[1:] for call in cluster.calls() if call[0] == "scontrol"] == [
+        ["update", "NodeName=gpu-a,gpu-b", "Comment="]
+    ]
+    nodes = cluster.nodes()
+    assert [nodes[n].get("comment") for n in ("gpu-a", "gpu-b", "gpu-c")] == ["", "", "RMA 4711 open"]
+    # Without remediate_reopen_budget (the rulebook's run), the Comments are not even read.
+    before = len(cluster.calls())
+    rc, out = cluster.run({})
+    assert rc == 0 and not any("--Format=" in " ".join(c) for c in cluster.calls()[before:]), out[-3000:]
+
+
 @pytest.mark.parametrize(
     ("bmcs", "extra", "message"),
     [
@@ -256,6 +291,7 @@ def test_check_mode_plans_within_the_budget_and_changes_nothing(fleet):
         ({"gpu-a": "192.0.2.1:443"}, ["-e", '{"remediate_nodes": ["gpu-z"]}'], "gpu-z is not a node Slurm knows"),
         ({"gpu-a": "192.0.2.1:443"}, ["-e", "remediate_budget_nodes=0"], "remediate_budget_nodes is 0"),
         ({"gpu-a": "192.0.2.1:443"}, ["-e", '{"remediate_nodes": "gpu-a"}'], "remediate_nodes must be a list"),
+        ({"gpu-a": "192.0.2.1:443"}, ["-e", "remediate_reopen_budget=maybe"], "remediate_reopen_budget (maybe) true"),
     ],
 )
 def test_bad_settings_are_refused_before_any_change(fleet, bmcs, extra, message):

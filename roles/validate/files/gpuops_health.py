@@ -413,23 +413,13 @@ def _slurm(args, node, config, state, seen, records, lost, started):  # noqa: PL
             boot_id=state["boot_id"], now=node.now(), complete=False,
         )  # fmt: skip
     action, why = ns.decide(state, drained, reason_now, h.PREFIX, rebooting)
-    refused = False
+    refused, stamp = False, None
     if action == "drain" and not drained:
-        fleet, problem = node.slurm(["sinfo", "-h", "-N", "-o", "%N|%t|%E"])
-        allowed, budget = (
-            (False, f"cannot read the fleet from Slurm: {problem}")
-            if fleet is None
-            else ns.budget(
-                fleet,
-                name,
-                config.get("budget_nodes", ns.BUDGET_NODES),
-                config.get("budget_percent", ns.BUDGET_PERCENT),
-            )
-        )
+        allowed, budget, stamp = _budget(node, name, config)
         if not allowed:
             action, refused = "refused", True
             why = f"not drained: {budget}. Outstanding: {why}"
-    done, problem = _act(node, name, action, why)
+    done, problem = _act(node, name, action, why, stamp)
     state = _record(state, node, action, why, done)
     if action == "drain" and not drained and done is not None:
         state = _evidence(args, node, name, state, why, records)
@@ -486,11 +476,42 @@ def _evidence(args, node, name, state, why, records):  # noqa: PLR0917 - the run
     return ns.with_event(state, node.now(), "evidence", path)
 
 
-def _act(node, name, action, why):
+def _budget(node, name, config):
+    """``(allowed, why, comment)``: the blast-radius budget's word on taking ``name`` out (node_state.budget),
+    from the fleet's states and its nodes' Comments (the budget's memory and latch); ``comment`` the
+    Comment to set on the node with the drain or the refusal (None: leave it)."""
+    fleet, problem = node.slurm(["sinfo", "-h", "-N", "-o", "%N|%t|%E"])
+    if fleet is None:
+        return False, f"cannot read the fleet from Slurm: {problem}", None
+    text, problem = node.slurm(list(ns.COMMENTS_ARGV))
+    if text is None:
+        return False, f"cannot read the nodes' comments (the budget's memory) from Slurm: {problem}", None
+    comments = ns.comment_rows(text)
+    now = node.now()
+    allowed, why, spent = ns.budget(
+        fleet,
+        name,
+        config.get("budget_nodes", ns.BUDGET_NODES),
+        config.get("budget_percent", ns.BUDGET_PERCENT),
+        comments=comments,
+        window=config.get("budget_window", ns.BUDGET_WINDOW_S),
+        now=now,
+    )
+    stamp = spent if not allowed else ns.budget_comment("taken", now)
+    return allowed, why, ns.comment_update(comments.get(name, ""), stamp) if (allowed or spent) else None
+
+
+def _act(node, name, action, why, comment=None):
+    """The Slurm update the decision asks for; ``comment`` goes with a drain, or alone with a refusal."""
+    extra = [f"Comment={comment}"] if comment else []
     if action == "drain":
-        return node.slurm(["scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={why}"])
+        return node.slurm(["scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={why}", *extra])
     if action == "resume":
         return node.slurm(["scontrol", "update", f"NodeName={name}", "State=RESUME"])
+    if action == "refused" and extra:
+        said, problem = node.slurm(["scontrol", "update", f"NodeName={name}", *extra])
+        if said is None:
+            _say(f"gpuops-health: cannot set the budget's latch on {name}: {problem}", sys.stderr)
     return "", None
 
 

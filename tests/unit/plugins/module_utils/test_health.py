@@ -61,6 +61,8 @@ class FakeNode(cli.Node):
         self.reboots, self.rebooting, self.down = [], False, False
         # The rest of the fleet as sinfo prints it (the budget's count), and this node's boot.
         self.fleet, self.boot, self.clock = [f"gpu-{n}|idle|none" for n in range(2, 21)], "boot-1", 1_800_000_000.0
+        # Each node's Slurm Comment (the budget's memory and latch), as sinfo -O prints it.
+        self.comments = {}
         self.config = tmp_path / "health.json"
         self.state = tmp_path / "state.json"
         facts = profile_facts(profile)
@@ -86,6 +88,9 @@ class FakeNode(cli.Node):
         self.faults.write_text(json.dumps(faults))
 
     def run(self, argv, timeout=None):  # noqa: PLR0911 - one answer per command
+        if argv[0] == "sinfo" and "-O" in argv:
+            names = ["gpu-1", *(line.split("|")[0] for line in self.fleet)]
+            return "".join(f"{n}|{self.comments.get(n) or '(null)'}\n" for n in names), None
         if argv[0] == "sinfo":
             state = ("drng" if self.drained else "mix") if self.jobs else ("drain" if self.drained else "idle")
             if self.rebooting:
@@ -105,6 +110,10 @@ class FakeNode(cli.Node):
         if argv[0] == "scontrol":
             self.updates.append(argv[2:])
             fields = dict(word.partition("=")[::2] for word in argv[2:])
+            if "Comment" in fields:
+                self.comments[fields["NodeName"]] = fields["Comment"]
+            if "State" not in fields:
+                return "", None
             self.drained = fields["State"] == "DRAIN"
             self.down = self.down and self.drained
             self.reason = fields.get("Reason", "") if self.drained else ""
@@ -715,17 +724,54 @@ def test_the_budget_keeps_a_failing_node_in_service_when_the_fleet_has_enough_ou
     # 20 nodes: 10 % is 2, both out already by automation (a person's drain does not count).
     node.fleet[:3] = ["gpu-2|drain|gpuops-health: xid GPU1", "gpu-3|down*|gpuops-validate: nvlink GPU0",
                       "gpu-4|drain|cable check"]  # fmt: skip
-    assert node.check() == 0 and not node.drained and node.updates == []
+    assert node.check() == 0 and not node.drained and node.updates[0][1:] == ["Comment=" + node.comments["gpu-1"]]
     out = capsys.readouterr().out
     assert "refused: not drained: the blast-radius budget is spent: 2 nodes of 20" in out and "gpu-2, gpu-3" in out
     assert "gpuops_health_budget_refused 1" in (folder / h.TEXTFILE).read_text()
-    node.fleet[1] = "gpu-3|idle|none"  # one of them back in service: room for this node
+    # The refusal latched the budget (a Comment on this node): one of them back in service is no room.
+    assert (
+        node.comments["gpu-1"].startswith("gpuops: budget spent ")
+        and "gpu-1 refused, 2 of 2 out" in node.comments["gpu-1"]
+    )
+    node.fleet[1] = "gpu-3|idle|none"
+    assert node.check() == 0 and not node.drained
+    assert "the blast-radius budget is latched (gpu-1: gpuops: budget spent" in capsys.readouterr().out
+    # A person reopens it (remediate.yml -e remediate_reopen_budget=true clears the Comments).
+    node.comments.clear()
     assert node.check() == 0 and node.reason == "gpuops-health: gpu_count node"
+    assert node.comments["gpu-1"].startswith("gpuops: taken out ") and node.updates[-1][-1].startswith(
+        "Comment=gpuops:"
+    )
     assert "gpuops_health_budget_refused 0" in (folder / h.TEXTFILE).read_text()
     # Drained already: a narrower or wider reason costs nothing more.
     node.fleet[1] = "gpu-3|drain|gpuops-health: ecc GPU0"
     node.set_faults({"lost_gpus": {"count": 1}, "fabric": [{"gpu": 0, "state": "In Progress", "status": "N/A"}]})
     assert node.check() == 0 and node.reason == "gpuops-health: fabric GPU0, gpu_count node"
+
+
+def test_a_take_out_counts_against_the_budget_for_its_window_and_a_person_s_comment_stays(tmp_path, capsys):
+    node = FakeNode(tmp_path, "dgx-h100", {"lost_gpus": {"count": 1}})
+    config = json.loads(node.config.read_text())
+    node.config.write_text(json.dumps(dict(config, budget_nodes=1, budget_window=3600)))
+    # gpu-2 was taken out by automation ten minutes ago and is back: it still counts, for the hour.
+    node.comments["gpu-2"] = ns.budget_comment("taken", node.clock - 600)
+    node.comments["gpu-1"] = "RMA 4711 open"  # a person's comment: never overwritten
+    assert node.check() == 0 and not node.drained and node.comments["gpu-1"] == "RMA 4711 open"
+    assert "were taken out within the last 3600 s (gpu-2)" in capsys.readouterr().out
+    node.comments["gpu-2"] = ns.budget_comment("taken", node.clock - 3 * 3600)
+    assert node.check() == 0 and node.drained and node.comments["gpu-1"] == "RMA 4711 open"
+
+
+def test_the_budget_refuses_when_slurm_cannot_say_what_it_holds(tmp_path, capsys):
+    node = FakeNode(tmp_path, "dgx-h100", {"lost_gpus": {"count": 1}})
+    answer = node.run
+
+    def no_comments(argv, timeout=None):
+        return (None, "sinfo: error: Unable to contact slurm controller") if "-O" in argv else answer(argv, timeout)
+
+    node.run = no_comments
+    assert node.check() == 0 and not node.drained
+    assert "cannot read the nodes' comments (the budget's memory) from Slurm" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -737,8 +783,10 @@ def test_a_reset_curable_xid_is_reset_on_the_node_and_the_node_resumes_at_the_ne
     assert node.check() == 0
     out = capsys.readouterr().out
     assert "reset: GPU [1]: done" in out
-    # Drained for the Xid, the reset done at once (the node ran no job), the reason narrowed to the check.
-    assert [u[1:] for u in node.updates] == [
+    # Drained for the Xid, the reset done at once (the node ran no job), the reason narrowed to the check;
+    # the drain stamps the take-out in the node's Comment (the budget's memory).
+    assert node.comments["gpu-1"].startswith("gpuops: taken out ")
+    assert [[w for w in u[1:] if not w.startswith("Comment=")] for u in node.updates] == [
         ["State=DRAIN", "Reason=gpuops-health: reset GPU1, xid GPU1"],
         ["State=DRAIN", "Reason=gpuops-health: xid GPU1"],
     ]

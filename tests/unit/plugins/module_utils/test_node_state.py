@@ -105,6 +105,62 @@ def test_only_the_collection_s_own_reasons_count_against_the_budget():
     assert ns.budget(text, "a", nodes=2, percent=100)[0] is True  # out already: costs nothing more
 
 
+NOW = 1_800_000_000
+
+
+def test_a_take_out_counts_for_the_window_after_the_node_is_back():
+    fleet = "".join(f"gpu{n}|idle|none\n" for n in range(1, 21))  # 20 nodes: 10 % is 2
+    comments = {
+        "gpu2": ns.budget_comment("taken", NOW - 600),  # back in service, taken out 10 minutes ago
+        "gpu3": ns.budget_comment("taken", NOW - 7200),  # two hours ago: outside the window
+        "gpu4": "cable swap booked",  # a person's: not ours
+    }
+    rows = ns.comment_rows("".join(f"{n}|{c}\n" for n, c in comments.items()) + "gpu5|(null)\n")
+    assert rows == {**comments, "gpu5": ""}
+    allowed, why, spent = ns.budget(fleet, "gpu1", 8, 10, comments=rows, window=3600, now=NOW)
+    assert allowed and spent is None and "1 of 2 nodes out by automation (1 of them back in service" in why
+    out = fleet.replace("gpu6|idle|none", "gpu6|drain|gpuops-health: xid GPU1")
+    allowed, why, spent = ns.budget(out, "gpu1", 8, 10, comments=rows, window=3600, now=NOW)
+    assert not allowed and "gpu2, gpu6" in why and "remediate_reopen_budget=true" in why
+    assert spent.startswith(ns.SPENT + "2027-01-15T08:00:00Z (gpu1 refused, 2 of 2 out")
+    # Without the memory (no comments, or a window of the past), only the nodes out now count.
+    assert ns.budget(out, "gpu1", 8, 10)[0] is True
+    assert ns.budget(out, "gpu1", 8, 10, comments=rows, window=300, now=NOW)[0] is True
+
+
+def test_the_latch_holds_until_a_person_clears_it_whatever_the_count():
+    fleet = "".join(f"gpu{n}|idle|none\n" for n in range(1, 21))
+    latched = {"gpu9": ns.budget_comment("spent", NOW - 86400, "gpu9 refused, 2 of 2 out")}
+    allowed, why, spent = ns.budget(fleet, "gpu1", 8, 10, comments=latched, window=3600, now=NOW)
+    assert not allowed and spent is None
+    assert why.startswith("the blast-radius budget is latched (gpu9: gpuops: budget spent 2027-01-14T08:00:00Z")
+    # A node out already may still change its reason; a person's clearing reopens it.
+    out = fleet.replace("gpu1|idle|none", "gpu1|drain|gpuops-health: xid GPU1")
+    assert ns.budget(out, "gpu1", 8, 10, comments=latched, window=3600, now=NOW)[0] is True
+    assert ns.budget(fleet, "gpu1", 8, 10, comments={"gpu9": ""}, window=3600, now=NOW)[0] is True
+    assert ns.latch(latched) == [("gpu9", latched["gpu9"])]
+
+
+def test_a_person_s_comment_is_never_overwritten():
+    stamp = ns.budget_comment("taken", NOW)
+    assert ns.comment_update("", stamp) == stamp
+    assert ns.comment_update(ns.budget_comment("spent", NOW - 60), stamp) == stamp
+    assert ns.comment_update("RMA 12345 open", stamp) is None
+
+
+@pytest.mark.parametrize("window", [0, -5, True, 1.5, "3600"])
+def test_a_window_that_cannot_be_used_is_named(window):
+    assert ns.window_problems(window, "validate_health_budget_window")[0].startswith("validate_health_budget_window is")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=400))
+def test_the_comment_reader_takes_any_text(text):
+    rows = ns.comment_rows(text)
+    assert all(isinstance(c, str) for c in rows.values())
+    ns.budget("a|idle|none\n", "a", 8, 10, comments=rows, window=3600, now=NOW)
+
+
 SCALARS = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
 STORED = st.recursive(
     SCALARS,

@@ -6,6 +6,7 @@ cross-node plan; the report (module_utils/validation.py, module_utils/report.py)
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from ansible_collections.gpuops.cluster.plugins.module_utils import dcgm, fleet, health, nccl_tests, nvidia_smi
@@ -597,6 +598,37 @@ def test_the_gate_s_drains_count_against_the_blast_radius_budget(controller, tmp
     assert result["findings_by_host"]["n2"]
     bad = run_module(validation_report.main, _report_args(tmp_path, sinfo=sinfo, budget_nodes=0))
     assert bad.failed and "budget_nodes is 0" in bad.result["msg"]
+    bad = run_module(validation_report.main, _report_args(tmp_path, sinfo=sinfo, budget_window=0))
+    assert (
+        bad.failed
+        and "budget_window is 0" in bad.result["msg"]
+        and "validate_health_budget_window" in bad.result["msg"]
+    )
+
+
+def test_the_gate_stamps_its_take_outs_and_latches_the_budget_it_spends(controller, tmp_path):
+    """With the nodes' Comments given: the drain carries its take-out's Comment, the refused node the
+    latch; a node taken out within the window counts though back in service; a latch refuses every
+    drain; a person's comment is never replaced."""
+    sinfo = "".join(f"gpu{n}|idle|none\n" for n in range(8)) + "n1|idle|none\nn2|idle|none\n"
+    args = _report_args(tmp_path, sinfo=sinfo, comments="n2|(null)\ngpu1|(null)\n", budget_nodes=1)
+    result = run_module(validation_report.main, args).result
+    assert result["drain"] == {"n2": "gpuops-validate: pcie GPU5"}
+    assert result["comments"]["n2"].startswith("gpuops: taken out ")
+    recent = ns.budget_comment("taken", time.time() - 60)
+    args = _report_args(tmp_path, sinfo=sinfo, comments=f"gpu1|{recent}\nn2|(null)\n", budget_nodes=1)
+    result = run_module(validation_report.main, args).result
+    assert result["drain"] == {} and result["budget_refused"] == ["n2"]
+    assert (
+        result["comments"]["n2"].startswith("gpuops: budget spent ")
+        and "n2 refused, 1 of 1 out" in result["comments"]["n2"]
+    )
+    latched = "gpu3|gpuops: budget spent 2026-12-01T00:00:00Z (gpu3 refused, 1 of 1 out)\nn2|RMA open\n"
+    args = _report_args(tmp_path, sinfo=sinfo, comments=latched, budget_nodes=8)
+    result = run_module(validation_report.main, args).result
+    assert result["budget_refused"] == ["n2"] and result["comments"] == {}  # a person's comment stays
+    actions = json.loads((tmp_path / "report" / "validation.json").read_text())["actions"]
+    assert actions["n2"].startswith("not drained: the blast-radius budget is latched (gpu3: gpuops: budget spent")
 
 
 def test_the_report_s_repair_section_reads_each_node_s_health_state(controller, tmp_path):
