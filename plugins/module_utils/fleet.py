@@ -149,6 +149,21 @@ def _validation(data, node, path):
         path,
         "validation failed_checks is not a list of check names",
     )
+    faults = data.get("gpu_faults", [])
+    _need(
+        isinstance(faults, list)
+        and all(
+            isinstance(f, dict)
+            and isinstance(f.get("serial"), str)
+            and isinstance(f.get("t"), (int, float))
+            and not isinstance(f.get("t"), bool)
+            and isinstance(f.get("detail", ""), str)
+            for f in faults
+        ),
+        node,
+        path,
+        "validation gpu_faults is not a list of GPU faults (serial, t, detail)",
+    )
 
 
 # Each section with the check its data must pass, written and read alike.

@@ -61,6 +61,8 @@ def _from_query(gpu, pci_by_bus):
     return {
         "index": gpu["index"],
         "uuid": gpu["uuid"],
+        # The board's serial: what follows a GPU moved to another slot or node (its fault history).
+        "serial": gpu.get("serial"),
         "name": gpu["name"],
         "pci_bus_id": bus_id,
         "pci_device_id": gpu["pci_device_id"] or pci_device.get("device_id"),
@@ -90,6 +92,7 @@ def _from_pci(index, device):
     return {
         "index": index,
         "uuid": None,
+        "serial": None,
         "name": "NVIDIA {}".format(device["model"]) if device["model"] else None,
         "pci_bus_id": device["pci_bus_id"],
         "pci_device_id": device["device_id"],

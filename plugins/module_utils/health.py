@@ -267,7 +267,23 @@ def node_checks(config, read, seen, boot_id):
         overrides = {"ib_rate_gbps": config["ib_rate_gbps"]} if config.get("ib_rate_gbps") else {}
         if ports or config.get("hcas") or config.get("hca_pci"):
             records += v.check_ib_ports(fabric, ports, v.nic_expectation(ports, overrides))
-    return records, faults, recovery, seen
+    return records, with_serials(faults, gpus), recovery, seen
+
+
+def with_serials(faults, gpus):
+    """Each fault on one GPU (``GPU3``, or the bus id an Xid names) with that GPU's board serial, as
+    nvidia-smi reads it now: the fault's record follows the GPU to another slot or node."""
+    serials = {}
+    for gpu in gpus or []:
+        serial = ns.known_serial(gpu.get("serial"))
+        if serial:
+            serials[f"GPU{gpu.get('index')}"] = serial
+            serials[str(gpu.get("pci_bus_id") or "").lower()[-12:-2]] = serial
+    out = []
+    for item in faults:
+        subject = item["subject"].lower() if ":" in item["subject"] else item["subject"]
+        out.append(dict(item, serial=serials[subject]) if subject in serials else item)
+    return out
 
 
 def check_dcgm_health(read, watches):

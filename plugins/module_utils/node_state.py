@@ -50,7 +50,19 @@ TRANSITIONS = (
         "gpuops-health / validation",
     ),
     ("in service", "the check cannot run (deadline, an unexpected error)", "drained (cannot check)", "gpuops-health"),
-    ("in service", "the fleet's budget is spent", "in service, refused (alert)", "gpuops-health"),
+    (
+        "in service",
+        "the fleet's budget is spent (the nodes out, or taken out within the window)",
+        "in service, refused (alert); the budget latched",
+        "gpuops-health / validation",
+    ),
+    ("in service", "the budget is latched", "in service, refused (alert)", "gpuops-health / validation"),
+    (
+        "the budget latched",
+        "remediate.yml -e remediate_reopen_budget=true",
+        "the budget open (its records cleared)",
+        "a person",
+    ),
     ("drained", "a failed check passes again, others outstanding", "drained (reason narrowed)", "gpuops-health"),
     ("drained", "a check skips, warns or does not run", "drained (not proof)", "gpuops-health"),
     ("drained", "a new boot id", "drained, reset and reboot observed", "gpuops-health"),
@@ -89,6 +101,12 @@ TRANSITIONS = (
     ),
     ("drained", "every failed check passed, nothing owed", "in service (resumed)", "gpuops-health / validation"),
     ("any", "the third fault in seven days", "drained, quarantined (a person's inspection owed)", "gpuops-health"),
+    (
+        "any",
+        "the third fault in seven days of one of its GPUs, by serial, on any node",
+        "drained (gpu_history), until the GPU is replaced",
+        "validation",
+    ),
     ("drained by another", "anything", "left as it is (recorded)", "a person, a rollout"),
 )
 
@@ -194,6 +212,17 @@ def recovery_action(value):
     return RECOVERY_ACTIONS.get(str(value).strip().lower(), "reboot")
 
 
+_SERIAL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+
+
+def known_serial(value):
+    """A GPU board's serial as nvidia-smi prints it, or None where it tells none (``N/A``, ``0``)."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    return text if _SERIAL.match(text) and text.upper() not in ("N/A", "NA", "0", "NONE", "UNKNOWN") else None
+
+
 def fault(action, subject, why, source="check"):
     """An owed action this run found: ``source`` is ``driver`` where the driver's own recovery action
     asked for it (so that the driver, back at None, observes it)."""
@@ -230,10 +259,12 @@ def with_event(state, now, event, detail="", boot=None):
     return state
 
 
-def _event(state, now, event, detail="", boot=None):
+def _event(state, now, event, detail="", boot=None, *, serial=None):
     entry = {"t": round(float(now), 3), "event": event, "detail": str(detail)[:300]}
     if boot is not None:
         entry["boot"] = str(boot)
+    if serial:
+        entry["serial"] = serial
     state["history"].append(entry)
     del state["history"][:-_HISTORY_LIMIT]
 
@@ -280,7 +311,7 @@ def advance(state, records, faults, *, boot_id, now, recovery=None, clear=False,
         key = f"{item['action']} {item['subject']}"
         if key not in state["owed"]:
             state["owed"][key] = {**item, "since": round(float(now), 3), "boot_id": boot_id}
-            _event(state, now, "fault", f"{key}: {item['why']}")
+            _event(state, now, "fault", f"{key}: {item['why']}", serial=known_serial(item.get("serial")))
     if quarantine and faults and "inspect node" not in state["owed"]:
         count, window = quarantine
         found = repeat_faults(state, now, window)
@@ -331,6 +362,62 @@ def repeat_faults(state, now, window):
             if e.get("event") == "fault" and e.get("t", 0) > max(cleared, now - window)
         }
     )
+
+
+# A GPU's memory follows its board serial: each fault on one GPU carries the serial nvidia-smi read
+# when the fault was seen (health.with_serials), the fleet state keeps each node's (validation's
+# ``gpu_faults``), and a GPU with QUARANTINE_FAULTS of them within the window, on whichever nodes
+# and slots, fails validation's ``gpu_history`` check where it is now: its node is drained, and stays
+# so until the GPU is replaced (another serial) or its faults leave the window.
+GPU_FAULTS_KEPT = 64
+
+
+def gpu_fault_events(state, since):
+    """The faults in the node's history after ``since`` that name a GPU by its serial:
+    ``[{"serial", "t", "detail"}]``."""
+    return merge_gpu_faults(
+        [
+            {"serial": e.get("serial"), "t": e.get("t"), "detail": e.get("detail", "")}
+            for e in state.get("history") or []
+            if isinstance(e, dict) and e.get("event") == "fault"
+        ],
+        since,
+    )
+
+
+def merge_gpu_faults(events, since):
+    """``events`` (this run's and the fleet state's) of a known serial and time after ``since``, each
+    once, oldest first, the newest :data:`GPU_FAULTS_KEPT` of them."""
+    kept = {}
+    for e in events or []:
+        t = e.get("t") if isinstance(e, dict) else None
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+            continue
+        serial = known_serial(e.get("serial"))
+        if serial and e["t"] > since:
+            kept[(serial, round(float(e["t"])))] = {
+                "serial": serial,
+                "t": round(float(e["t"]), 3),
+                "detail": str(e.get("detail") or "")[:200],
+            }
+    return sorted(kept.values(), key=lambda e: (e["t"], e["serial"]))[-GPU_FAULTS_KEPT:]
+
+
+def gpu_history(faults_by_node, gpus, since, count):
+    """The GPUs of a node (``gpus``, nvidia_gpu facts' entries with ``index`` and ``serial``) whose
+    serial has ``count`` or more faults after ``since`` on any node (``faults_by_node``: node ->
+    events): ``[{"subject": "GPU3", "serial", "faults": [{"node", "t", "detail"}]}]``."""
+    by_serial = {}
+    for node in sorted(faults_by_node, key=_natural):
+        for e in merge_gpu_faults(faults_by_node[node], since):
+            by_serial.setdefault(e["serial"], {})[round(e["t"])] = {"node": node, "t": e["t"], "detail": e["detail"]}
+    out = []
+    for gpu in gpus or []:
+        serial = known_serial(gpu.get("serial")) if isinstance(gpu, dict) else None
+        found = sorted(by_serial.get(serial, {}).values(), key=lambda f: f["t"]) if serial else []
+        if count and len(found) >= count:
+            out.append({"subject": f"GPU{gpu.get('index')}", "serial": serial, "faults": found})
+    return out
 
 
 def timing(state):

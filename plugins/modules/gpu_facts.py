@@ -167,7 +167,8 @@ ansible_facts:
           elements: dict
         gpus:
           description:
-            - One entry per GPU, ordered by index. Keys C(index), C(uuid), C(name), C(pci_bus_id),
+            - One entry per GPU, ordered by index. Keys C(index), C(uuid), C(serial) (the board's, which
+              follows the GPU to another slot or node), C(name), C(pci_bus_id),
               C(pci_device_id), C(minor_number), C(memory_total_mib), C(mig_mode) and
               C(mig_mode_pending) (C(enabled), C(disabled), or null where the GPU has no MIG),
               C(mig_devices), C(mig_profiles) (from C(nvidia-smi mig -lgip), each with C(name),

@@ -100,6 +100,19 @@ options:
     type: int
     default: 3600
     version_added: 1.1.0
+  quarantine_faults:
+    description:
+      - A repeat offender GPU - this many faults of one GPU, by its board serial, on whichever nodes and slots
+        (the fleet state's C(gpu_faults) and the nodes' health state), within O(quarantine_days), fail its node's
+        C(gpu_history) check where it is now (drained in gate mode, until the GPU is replaced). 0 turns it off.
+    type: int
+    default: 3
+    version_added: 1.1.0
+  quarantine_days:
+    description: The window of O(quarantine_faults), in days (the validate role's C(validate_health_quarantine_days)).
+    type: float
+    default: 7
+    version_added: 1.1.0
   comments:
     description:
       - The fleet's node Comments as C(sinfo -h -N -O 'NodeList:0|,Comment:0') prints them, with O(sinfo) - the
@@ -186,7 +199,9 @@ records:
     - Per node of this run, what the fleet state's C(validation) section keeps - C(verdict) (fail, or pass for a
       node without a failed check of its own or of a run across nodes it took part in), C(result) (its own
       verdict, pass, warn or skip), C(date), C(findings), and what a later run over part of the cluster needs
-      to pair a node with it - C(fabric), C(compute_ports), C(gpus) (a count) and C(name) (its Slurm name).
+      to pair a node with it - C(fabric), C(compute_ports), C(gpus) (a count) and C(name) (its Slurm name); and
+      C(gpu_faults), each fault of one of its GPUs within O(quarantine_days) (C(serial), C(t), C(detail)), which
+      follows the GPU to another node.
   returned: always
   type: dict
 json:
@@ -249,6 +264,49 @@ def _repair(p, nodes):
         "median_repair_s": round(statistics.median(repairs)) if repairs else None,
         "budget": budget,
     }
+
+
+def _gpu_history(p, nodes):
+    """``(gpu_faults, checks)``: per node of this run, the faults of its GPUs by serial within the window
+    (its health state's and the fleet state's record), and its ``gpu_history`` check records: a fail per
+    GPU whose serial has ``quarantine_faults`` faults on any node (node_state.gpu_history), else one pass."""
+    since = time.time() - p["quarantine_days"] * 86400
+    gpu_faults = {}
+    for host in nodes:
+        events = list((p["recorded"].get(host) or {}).get("gpu_faults") or [])
+        text = nodes[host].get("health_state")
+        if isinstance(text, str):
+            state, _seen, _lost = health.load_state(text, "")
+            events += ns.gpu_fault_events(state, since)
+        gpu_faults[host] = ns.merge_gpu_faults(events, since)
+    everyone = {
+        host: (last or {}).get("gpu_faults") or []
+        for host, last in p["earlier"].items()
+        if host not in nodes and isinstance(last, dict)
+    }
+    everyone.update(gpu_faults)
+    checks = {}
+    days = f"{p['quarantine_days']:g} days"
+    for host in nodes:
+        gpus = [g for g in (nodes[host].get("nvidia_gpu") or {}).get("gpus") or [] if isinstance(g, dict)]
+        if not p["quarantine_faults"] or not any(ns.known_serial(g.get("serial")) for g in gpus):
+            continue
+        offenders = ns.gpu_history(everyone, gpus, since, p["quarantine_faults"])
+        expected = f"fewer than {p['quarantine_faults']} faults of one GPU (by its serial) in {days}"
+        checks[host] = [
+            v.record(
+                "gpu_history",
+                gpu["subject"],
+                expected,
+                f"{len(gpu['faults'])} faults of serial {gpu['serial']}",
+                "fail",
+                "a repeat offender GPU, wherever it was: "
+                + "; ".join(f"{f['node']} {_when(f['t'])}: {f['detail'][:80]}" for f in gpu["faults"][-4:])
+                + " - replace it (a new serial passes) or wait until its faults are older than the window",
+            )
+            for gpu in offenders
+        ] or [v.record("gpu_history", "all GPUs", expected, "none", "pass", "no GPU of this node is a repeat offender")]
+    return gpu_faults, checks
 
 
 def _when(seconds):
@@ -336,6 +394,8 @@ def main():
             "budget_percent": {"type": "float", "default": ns.BUDGET_PERCENT},
             "budget_window": {"type": "int", "default": ns.BUDGET_WINDOW_S},
             "comments": {"type": "str"},
+            "quarantine_faults": {"type": "int", "default": ns.QUARANTINE_FAULTS},
+            "quarantine_days": {"type": "float", "default": ns.QUARANTINE_WINDOW_S / 86400},
         },
         supports_check_mode=True,
     )
@@ -351,7 +411,13 @@ def main():
             msg="; ".join(problems)
             + " (validate_health_budget_nodes, validate_health_budget_percent, validate_health_budget_window)"
         )
+    if p["quarantine_faults"] < 0 or p["quarantine_days"] <= 0:
+        module.fail_json(
+            msg=f"quarantine_faults ({p['quarantine_faults']}) must be 0 (off) or more and quarantine_days "
+            f"({p['quarantine_days']}) more than 0 (validate_health_quarantine_faults, validate_health_quarantine_days)"
+        )
     firmware = v.firmware_checks({host: node.get("hcas") or [] for host, node in nodes.items()})
+    gpu_faults, history = _gpu_history(p, nodes)
 
     missing = r.missing_libraries()
     warnings_text = []
@@ -376,7 +442,8 @@ def main():
     for host in sorted(nodes):
         node = nodes[host]
         nccl = node.get("nccl") or []
-        checks = list(node.get("checks") or []) + firmware.get(host, []) + [run["record"] for run in nccl]
+        checks = list(node.get("checks") or []) + firmware.get(host, []) + history.get(host, [])
+        checks += [run["record"] for run in nccl]
         verdict = v.worst(checks)
         entry = {
             "verdict": verdict,
@@ -455,6 +522,8 @@ def main():
             ],
             "gpus": len((nodes[host].get("nvidia_gpu") or {}).get("gpus") or []),
             "name": nodes[host].get("name") or host,
+            # Each fault of one of its GPUs, by board serial, within the window: follows the GPU.
+            "gpu_faults": gpu_faults.get(host, []),
         }
         for host, entry in report["nodes"].items()
     }

@@ -135,3 +135,21 @@ def test_the_limit_is_checked_between_batches(failed, batch, limit, stop):
     variables["__failed"] = evaluate(check["vars"]["__failed"], **variables)
     variables["__limit"] = evaluate(check["vars"]["__limit"], **variables)
     assert evaluate(check["when"], **variables) is stop
+
+
+def test_the_budget_counts_the_batch_s_earlier_nodes_that_need_the_upgrade():
+    check = task("Refuse to drain the node past the blast-radius budget")
+    hostvars = {
+        "n1": {"__rolling_needed": True, "ansible_facts": {"hostname": "gpu01"}},
+        "n2": {"__rolling_needed": False, "ansible_facts": {"hostname": "gpu02"}},  # on the target: not drained
+        "n3": {"__rolling_needed": "True", "ansible_facts": {"hostname": "gpu03"}},
+        "n4": {"__rolling_needed": True, "ansible_facts": {"hostname": "gpu04"}},
+    }
+    before = evaluate(
+        check["vars"]["__batch_before"], ansible_play_batch=list(hostvars), inventory_hostname="n4", hostvars=hostvars
+    )
+    assert before == ["gpu01", "gpu03"]
+    # A node drained already (by anyone) is not counted again, nor checked.
+    drained = {"stdout": "NodeName=gpu04 State=IDLE+DRAIN Reason=gpuops: leaving"}
+    assert evaluate(check["vars"]["__drained_already"], __rolling_before=drained) is True
+    assert evaluate(check["vars"]["__drained_already"], __rolling_before={"stdout": "State=IDLE"}) is False

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from ansible_collections.gpuops.cluster.plugins.module_utils import health
 from ansible_collections.gpuops.cluster.plugins.module_utils import node_state as ns
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
 from conftest import ROOT
@@ -189,3 +190,42 @@ def test_stored_entries_without_their_fields_are_dropped_not_trusted():
     state, _note = ns.load({"schema": 1, "failed": {"x y": {"subject": "y"}}, "owed": {"r": {"subject": "GPU0"}}})
     assert state["failed"] == {} and state["owed"] == {}
     assert ns.advance(state, [fail("xid", "GPU0")], [], boot_id="b", now=1)["failed"]["xid GPU0"]["check"] == "xid"
+
+
+def test_a_fault_on_one_gpu_carries_the_board_serial_and_a_whole_node_fault_none():
+    gpus = [
+        {"index": 0, "serial": "1561871400390", "pci_bus_id": "00000000:18:00.0"},
+        {"index": 1, "serial": "N/A", "pci_bus_id": "00000000:2A:00.0"},
+    ]
+    faults = [
+        ns.fault("reset", "GPU0", "Xid 48"),
+        ns.fault("reboot", "0000:18:00", "Xid 79 on a GPU nvidia-smi no longer lists"),
+        ns.fault("reset", "GPU1", "Xid 48"),  # a board without a serial: nothing to follow
+        ns.fault("reboot", "node", "the health state was lost"),
+    ]
+    tagged = health.with_serials(faults, gpus)
+    assert [f.get("serial") for f in tagged] == ["1561871400390", "1561871400390", None, None]
+    # One check's faults on one GPU are one fault (as the node's repeat offender counts them).
+    state = ns.advance(ns.new_state("b"), [], tagged, boot_id="b", now=NOW - 30)
+    assert [e["detail"][:10] for e in ns.gpu_fault_events(state, NOW - 60)] == ["reboot 000"]
+    state = ns.advance(state, [], tagged[:1], boot_id="b2", now=NOW)
+    events = ns.gpu_fault_events(state, NOW - 60)
+    assert [(e["serial"], e["t"]) for e in events] == [("1561871400390", NOW - 30), ("1561871400390", NOW)]
+    assert ns.gpu_fault_events(state, NOW) == []  # the window is after them
+    found = ns.gpu_history({"gpu1": events}, [{"index": 3, "serial": "1561871400390"}], NOW - 60, 2)
+    assert found == [{"subject": "GPU3", "serial": "1561871400390", "faults": [
+        {"node": "gpu1", "t": e["t"], "detail": e["detail"]} for e in events]}]  # fmt: skip
+    assert ns.gpu_history({"gpu1": events}, [{"index": 3, "serial": "1561871400390"}], NOW - 60, 3) == []
+
+
+@pytest.mark.parametrize("serial", ["N/A", "", None, "0", "[N/A]", "a b", "x" * 65, 7])
+def test_a_serial_nvidia_smi_does_not_tell_is_none(serial):
+    assert ns.known_serial(serial) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["serial", "t", "detail"]), SCALARS | st.floats()), max_size=80))
+def test_the_fault_merge_takes_any_stored_shape_and_keeps_its_bound(events):
+    merged = ns.merge_gpu_faults(events, -1e18)
+    assert len(merged) <= ns.GPU_FAULTS_KEPT
+    assert all(isinstance(e["serial"], str) and isinstance(e["t"], float) for e in merged)

@@ -656,3 +656,50 @@ def test_the_report_s_repair_section_reads_each_node_s_health_state(controller, 
     assert repair["quarantined"] == ["n1"] and repair["budget"] == {"fleet": 2, "out": ["n1"], "limit": 1}
     page = (tmp_path / "report" / "validation.html").read_text()
     assert "Repair (gpuops-health)" in page and "In quarantine: n1." in page
+
+
+def test_a_gpu_s_faults_follow_its_serial_to_another_node_and_quarantine_it_there(controller, tmp_path):
+    """Serial S faulted twice in n9 (the fleet state's record; n9 is not in this run), then was moved
+    into n2 as its GPU1 and faulted there once: three faults within the week fail n2's gpu_history
+    GPU1 and drain it in gate mode; n1, whose GPUs have no such history, passes the check."""
+    args = _report_args(tmp_path)
+    # Two nodes of one profile: n1's boards get serials of their own.
+    facts = args["nodes"]["n1"]["nvidia_gpu"]
+    args["nodes"]["n1"]["nvidia_gpu"] = dict(
+        facts, gpus=[dict(g, serial=f"17{n:011d}") for n, g in enumerate(facts["gpus"])]
+    )
+    gpus = args["nodes"]["n2"]["nvidia_gpu"]["gpus"] = [dict(g) for g in facts["gpus"]]
+    serial = gpus[1]["serial"]
+    assert ns.known_serial(serial)
+    now = time.time()
+    earlier = [{"serial": serial, "t": now - 3 * 86400 + n, "detail": f"reset GPU{n + 4}: Xid 48"} for n in range(2)]
+    earlier.append({"serial": serial, "t": now - 30 * 86400, "detail": "outside the window"})
+    args["earlier"] = {"n9": {"verdict": "pass", "date": "2026-12-01", "gpu_faults": earlier}}
+    state = ns.advance(
+        ns.new_state("b1"), [], health.with_serials([ns.fault("reset", "GPU1", "Xid 48")], gpus),
+        boot_id="b1", now=now - 60,
+    )  # fmt: skip
+    assert state["history"][-1]["serial"] == serial
+    args["nodes"]["n2"]["health_state"] = health.dump_state(state, {})
+    args["nodes"]["n2"]["checks"] = []
+    result = run_module(validation_report.main, dict(args, mode="gate")).result
+    assert result["drain"] == {"n2": "gpuops-validate: gpu_history GPU1"}
+    n2 = {(c["check"], c["subject"]): c for c in json.loads((tmp_path / "report" / "validation.json").read_text())[
+        "nodes"]["n2"]["checks"]}  # fmt: skip
+    assert n2[("gpu_history", "GPU1")]["measured"] == f"3 faults of serial {serial}"
+    assert "n9 " in n2[("gpu_history", "GPU1")]["reason"] and "n2 " in n2[("gpu_history", "GPU1")]["reason"]
+    assert result["records"]["n2"]["gpu_faults"] == [
+        {"serial": serial, "t": round(now - 60, 3), "detail": "reset GPU1: Xid 48"}
+    ]
+    fleet.check_section("validation", result["records"]["n2"], "n2", None)
+    checks_n1 = json.loads((tmp_path / "report" / "validation.json").read_text())["nodes"]["n1"]["checks"]
+    assert [c["verdict"] for c in checks_n1 if c["check"] == "gpu_history"] == ["pass"]
+    # Off: no such check.
+    result = run_module(validation_report.main, dict(args, mode="gate", quarantine_faults=0)).result
+    assert "n2" not in result["drain"]
+    # Another GPU in that slot (a new serial): passes.
+    gpus[1] = dict(gpus[1], serial="1999999999999")
+    result = run_module(validation_report.main, dict(args, mode="gate")).result
+    assert "n2" not in result["drain"]
+    with pytest.raises(fleet.FleetError, match="gpu_faults is not a list of GPU faults"):
+        fleet.check_section("validation", dict(result["records"]["n2"], gpu_faults=[{"serial": 7}]), "n2", "x.json")

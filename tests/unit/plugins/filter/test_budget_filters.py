@@ -1,0 +1,63 @@
+# Copyright: (c) 2026, gpuops.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The blast-radius budget's filters: blast_budget (a playbook's drain, the rolling upgrade's) and
+budget_comments (remediate.yml's reopening), over sinfo's real output shapes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpuops.cluster.plugins.filter.blast_budget import blast_budget
+from ansible_collections.gpuops.cluster.plugins.filter.budget_comments import budget_comments
+from ansible_collections.gpuops.cluster.plugins.module_utils import node_state as ns
+
+FLEET = "".join(f"gpu{n}|idle|none\n" for n in range(1, 11))  # ten nodes: 10 % is one
+
+
+def test_a_batch_counts_its_earlier_nodes_and_a_recent_take_out_counts():
+    empty = "".join(f"gpu{n}|(null)\n" for n in range(1, 11))
+    assert blast_budget(FLEET, empty, "gpu1", 8, 10)["allowed"]
+    refused = blast_budget(FLEET, empty, "gpu2", 8, 10, 3600, ["gpu1", "gpu2"])
+    assert not refused["allowed"] and "(gpu1)" in refused["why"]
+    assert blast_budget(FLEET, empty, "gpu2", 8, 20, 3600, ["gpu1", "gpu2"])["allowed"]
+    recent = empty.replace("gpu5|(null)", "gpu5|" + ns.budget_comment("taken", time.time() - 120))
+    said = blast_budget(FLEET, recent, "gpu1", "8", "10", "3600")  # -e gives text
+    assert not said["allowed"] and "taken out within the last 3600 s (gpu5)" in said["why"]
+
+
+def test_a_latched_budget_refuses_and_says_how_a_person_reopens_it():
+    latched = "gpu7|gpuops: budget spent 2026-12-04T10:00:00Z (gpu7 refused, 1 of 1 out)\n"
+    said = blast_budget(FLEET, latched, "gpu1", 8, 100)
+    assert not said["allowed"] and "remediate_reopen_budget=true" in said["why"]
+    # A node out by automation already costs nothing more, latch or not.
+    out = FLEET.replace("gpu1|idle|none", "gpu1|drain|gpuops driver upgrade to 580.95.05")
+    assert blast_budget(out, latched, "gpu1", 8, 100)["allowed"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((0, 10, 3600), "validate_health_budget_nodes is 0"),
+        ((8, 101, 3600), "validate_health_budget_percent is 101:"),
+        ((8, 10, 0), "validate_health_budget_window is 0"),
+    ],
+)
+def test_a_budget_that_cannot_be_used_is_named(args, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        blast_budget(FLEET, "", "gpu1", *args)
+
+
+def test_budget_comments_lists_only_the_collection_s_own():
+    text = (
+        "gpu10|gpuops: taken out 2026-12-04T09:00:00Z\n"
+        "gpu2|gpuops: budget spent 2026-12-04T10:00:00Z (gpu2 refused, 1 of 1 out)\n"
+        "gpu3|RMA 4711 open\ngpu4|(null)\n"
+    )
+    assert list(budget_comments(text)) == ["gpu2", "gpu10"]
+    assert budget_comments(text, latch=True) == {
+        "gpu2": "gpuops: budget spent 2026-12-04T10:00:00Z (gpu2 refused, 1 of 1 out)"
+    }
+    with pytest.raises(AnsibleFilterError, match="budget_comments takes the text of sinfo"):
+        budget_comments(None)
