@@ -57,6 +57,60 @@ RESET_TIMEOUT_S = 15
 # EVIDENCE_OUTPUT_CHARS characters, and the newest EVIDENCE_KEEP bundles kept.
 EVIDENCE_OUTPUT_CHARS = 262144
 EVIDENCE_KEEP = 20
+# What the drain's evidence adds after the drain, in the background (gpuops-health --mode evidence,
+# a transient unit): NVIDIA's nvidia-bug-report.sh (--safe-mode: its parts that may hang a faulted
+# GPU left out), dcgmi diag -r 1 -j, the InfiniBand port counters and the kernel log's lines around
+# each Xid. Each step is bounded in time; the bug report is dropped past EVIDENCE_BUG_REPORT_BYTES.
+EVIDENCE_BUG_REPORT_S = 300
+EVIDENCE_BUG_REPORT_BYTES = 64 * 1024 * 1024
+EVIDENCE_DIAG_S = 180
+EVIDENCE_XID_CONTEXT = 10
+
+
+def xid_window(log, context=EVIDENCE_XID_CONTEXT, limit=2000):
+    """The kernel log's lines within ``context`` lines of each Xid line (at most ``limit`` lines)."""
+    lines = (log or "").splitlines()
+    keep = set()
+    for number, line in enumerate(lines):
+        if "NVRM: Xid" in line:
+            keep.update(range(max(0, number - context), min(len(lines), number + context + 1)))
+    return [lines[n] for n in sorted(keep)][:limit]
+
+
+def port_counters(root="/sys/class/infiniband", limit=64):
+    """Each InfiniBand/RoCE port's counters from sysfs: ``{"mlx5_0/1": {"symbol_error": 0, ...}}`` (at most
+    ``limit`` ports); what cannot be read is left out."""
+    out = {}
+    try:
+        devices = sorted(os.listdir(root))
+    except OSError:
+        return out
+    for device in devices:
+        ports = os.path.join(root, device, "ports")
+        try:
+            numbers = sorted(os.listdir(ports))
+        except OSError:
+            continue
+        for port in numbers:
+            folder = os.path.join(ports, port, "counters")
+            values = {}
+            try:
+                names = sorted(os.listdir(folder))
+            except OSError:
+                continue
+            for name in names[:64]:
+                try:
+                    with open(os.path.join(folder, name), encoding="ascii", errors="replace") as handle:
+                        text = handle.read(64).strip()
+                except OSError:
+                    continue
+                values[name] = int(text) if text.isdigit() else text
+            out[f"{device}/{port}"] = values
+            if len(out) >= limit:
+                return out
+    return out
+
+
 # How long a check waits for another one of the same node (slurmd's, a person's) to finish.
 LOCK_WAIT_S = 10
 # Watch mode (gpuops-health-watch.service): a check this long after an Xid line (the lines of one

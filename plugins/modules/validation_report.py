@@ -155,7 +155,8 @@ repair:
   description:
     - The repair section, from each node's gpuops-health state (node_health's C(health_state)) - C(nodes) (per node,
       C(outstanding), what it owes; C(quarantined); C(drained_since); C(last_repair_s), its last repair from the
-      fault to back in service), C(quarantined), C(median_repair_s) and C(budget) (C(fleet), C(out), C(limit);
+      fault to back in service; C(evidence), the path on the node of its last drain's evidence bundle),
+      C(quarantined), C(median_repair_s) and C(budget) (C(fleet), C(out), C(limit);
       where O(sinfo) is given).
   returned: always
   type: dict
@@ -249,6 +250,11 @@ def _repair(p, nodes):
             "quarantined": "inspect node" in state["owed"],
             "drained_since": _when(timing["drained_since"]),
             "last_repair_s": None if timing["last_repair_s"] is None else round(timing["last_repair_s"]),
+            # On the node, with what gpuops-health --mode evidence added beside it (.extra.json,
+            # .nvidia-bug-report.log.gz).
+            "evidence": next(
+                (e.get("detail") for e in reversed(state["history"]) if e.get("event") == "evidence"), None
+            ),
         }
     budget = None
     if p["sinfo"] is not None:

@@ -70,6 +70,28 @@ class Node:
     def read(self, _check, argv):
         return self.run(argv)
 
+    def spawn(self, argv, unit):
+        """Start ``argv`` apart from this check (which slurmd bounds at 60 s): a transient systemd unit
+        ``unit`` where systemd-run is there, else a process in a session of its own. ``(True, how)`` or
+        ``(None, why)``."""
+        env = {**os.environ, "LC_ALL": "C", "PATH": search_path(os.environ.get("PATH", ""))}
+        quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        try:
+            done = subprocess.run(
+                ["systemd-run", "--no-block", "--collect", "--quiet", f"--unit={unit}",
+                 f"--property=RuntimeMaxSec={h.EVIDENCE_BUG_REPORT_S + h.EVIDENCE_DIAG_S + 60}", *argv],
+                env=env, timeout=10, check=False, **quiet,
+            )  # fmt: skip
+            if done.returncode == 0:
+                return True, f"unit {unit}"
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        try:
+            subprocess.Popen(argv, env=env, start_new_session=True, **quiet)  # pylint: disable=consider-using-with
+        except OSError as exc:
+            return None, str(exc)
+        return True, "a process of its own"
+
     def slurm(self, argv):
         """A Slurm command, under the short timeout that keeps the whole check inside slurmd's 60 s."""
         return self.run(argv, timeout=h.SLURM_TIMEOUT_S)
@@ -138,14 +160,16 @@ def _arguments(argv):
     )
     parser.add_argument(
         "--mode",
-        choices=["report", "slurm", "npd", "watch"],
+        choices=["report", "slurm", "npd", "watch", "evidence"],
         default="report",
         help="report: print only (changes nothing, not even the state file); slurm: drain and resume "
         "(slurmd's HealthCheckProgram); npd: node-problem-detector's custom plugin (exit 0 OK, 1 problem, "
-        "2 unknown); watch: follow the kernel log and run the Slurm mode's check at each new Xid (a service)",
+        "2 unknown); watch: follow the kernel log and run the Slurm mode's check at each new Xid (a service); "
+        "evidence: add to a drain's evidence bundle (--bundle) what takes longer than a check (started by the drain)",
     )
     parser.add_argument("--config", default=h.CONFIG)
     parser.add_argument("--state", default=h.STATE)
+    parser.add_argument("--bundle", help="evidence mode: the drain's evidence bundle to add to")
     parser.add_argument("--json", action="store_true", help="print the records as JSON")
     parser.add_argument(
         "--clear-xids",
@@ -346,6 +370,8 @@ def main(argv=None, node=None):  # noqa: PLR0911 - one exit status per mode
     node = node or Node()
     if args.mode == "watch":
         return watch(args, node)
+    if args.mode == "evidence":
+        return collect(args, node)
     started = time.monotonic()
     if args.mode != "report":
         try:
@@ -466,14 +492,78 @@ def _evidence(args, node, name, state, why, records):  # noqa: PLR0917 - the run
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         _write_state(path, json.dumps(bundle, indent=1, sort_keys=True))
-        kept = sorted(entry for entry in os.listdir(folder) if entry.endswith(".json"))
-        for old in kept[: -h.EVIDENCE_KEEP]:
-            os.unlink(os.path.join(folder, old))
+        _prune(folder)
     except OSError as exc:
         _say(f"gpuops-health: cannot keep the evidence in {folder}: {exc}", sys.stderr)
         return state
     _say(f"gpuops-health: {name}: evidence: {path}")
+    argv = [sys.executable, os.path.abspath(sys.argv[0]), "--mode", "evidence", "--state", args.state, "--bundle", path]
+    started, how = node.spawn(argv, f"gpuops-evidence-{stamp}")
+    if started is None:
+        _say(
+            f"gpuops-health: cannot start the rest of the evidence (nvidia-bug-report.sh, dcgmi diag): {how}",
+            sys.stderr,
+        )
     return ns.with_event(state, node.now(), "evidence", path)
+
+
+def _prune(folder):
+    """The newest EVIDENCE_KEEP bundles stay, each with what the evidence mode added beside it."""
+    names = os.listdir(folder)
+    bundles = sorted(n for n in names if n.endswith(".json") and not n.endswith(".extra.json"))
+    for old in bundles[: -h.EVIDENCE_KEEP]:
+        stem = old[: -len(".json")]
+        for name in names:
+            if name == old or name.startswith(stem + "."):
+                os.unlink(os.path.join(folder, name))
+
+
+def collect(args, node, sysfs="/sys/class/infiniband"):
+    """Evidence mode: beside the drain's bundle (in the evidence folder only), what takes longer than a
+    check: nvidia-bug-report.sh --safe-mode (its .log.gz, dropped past EVIDENCE_BUG_REPORT_BYTES), dcgmi
+    diag -r 1 -j, the port counters and the kernel log's lines around each Xid, in ``<bundle>.extra.json``
+    (0600). Each step bounded in time; a step that fails says why there. Exits 0, or 2 on a bad bundle."""
+    folder = os.path.realpath(os.path.join(os.path.dirname(args.state) or ".", "evidence"))
+    bundle = os.path.realpath(args.bundle or "")
+    if os.path.dirname(bundle) != folder or not bundle.endswith(".json") or bundle.endswith(".extra.json"):
+        _say(
+            f"gpuops-health: --bundle must name a drain's evidence bundle in {folder}, not {args.bundle!r}", sys.stderr
+        )
+        return 2
+    try:
+        with open(bundle, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as exc:
+        _say(f"gpuops-health: cannot read the evidence bundle {bundle}: {exc}", sys.stderr)
+        return 2
+    stem = bundle[: -len(".json")]
+    extra = {"bundle": os.path.basename(bundle), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    report = stem + ".nvidia-bug-report.log"
+    said, why = node.run(["nvidia-bug-report.sh", "--safe-mode", "--output-file", report], h.EVIDENCE_BUG_REPORT_S)
+    written = next((p for p in (report + ".gz", report) if os.path.exists(p)), None)
+    if written and os.path.getsize(written) > h.EVIDENCE_BUG_REPORT_BYTES:
+        extra["nvidia_bug_report"] = {
+            "dropped": f"{os.path.getsize(written)} bytes, over {h.EVIDENCE_BUG_REPORT_BYTES}"
+        }
+        os.unlink(written)
+    elif written:
+        os.chmod(written, 0o600)
+        extra["nvidia_bug_report"] = {"file": os.path.basename(written), "bytes": os.path.getsize(written)}
+    else:
+        extra["nvidia_bug_report"] = {"missing": why or f"it wrote no {report}(.gz): {(said or '')[-200:]}"}
+    diag, why = node.run(["dcgmi", "diag", "-r", "1", "-j"], h.EVIDENCE_DIAG_S)
+    extra["dcgm_diag"] = diag[-h.EVIDENCE_OUTPUT_CHARS :] if diag is not None else {"missing": why}
+    extra["port_counters"] = h.port_counters(sysfs)
+    logs = [o.get("output") or "" for o in data.get("outputs") or [] if isinstance(o, dict) and o.get("check") == "xid"]
+    extra["xid_window"] = h.xid_window("\n".join(logs))
+    try:
+        _write_state(stem + ".extra.json", json.dumps(extra, indent=1, sort_keys=True))
+        os.chmod(stem + ".extra.json", 0o600)
+    except OSError as exc:
+        _say(f"gpuops-health: cannot write {stem}.extra.json: {exc}", sys.stderr)
+        return 1
+    _say(f"gpuops-health: evidence added: {stem}.extra.json")
+    return 0
 
 
 def _budget(node, name, config):

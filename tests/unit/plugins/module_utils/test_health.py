@@ -63,6 +63,7 @@ class FakeNode(cli.Node):
         self.fleet, self.boot, self.clock = [f"gpu-{n}|idle|none" for n in range(2, 21)], "boot-1", 1_800_000_000.0
         # Each node's Slurm Comment (the budget's memory and latch), as sinfo -O prints it.
         self.comments = {}
+        self.spawned = []
         self.config = tmp_path / "health.json"
         self.state = tmp_path / "state.json"
         facts = profile_facts(profile)
@@ -178,6 +179,11 @@ class FakeNode(cli.Node):
         config["dcgm_watches"] = "pmitdn" if profile_facts(self.profile)["nvswitch_count"] else "pmitd"
         self.config.write_text(json.dumps(config))
         return self
+
+    def spawn(self, argv, unit):
+        """What the drain starts apart from the check (the evidence mode): recorded, not run."""
+        self.spawned.append((argv, unit))
+        return True, f"unit {unit}"
 
     def check(self, mode="slurm", *extra):
         return cli.main(["--mode", mode, "--config", str(self.config), "--state", str(self.state), *extra], node=self)
@@ -1083,3 +1089,61 @@ def test_a_drain_keeps_what_the_check_saw_as_evidence_beside_the_state(tmp_path,
     # Drained already: a narrower reason is not a new drain, and keeps no new bundle.
     node.set_faults({})
     assert node.check() == 0 and len(list((tmp_path / "evidence").iterdir())) == 1
+    # The rest of the evidence is started apart from the check, once, for that bundle.
+    ((argv, unit),) = node.spawned
+    assert argv[2:] == ["--mode", "evidence", "--state", str(node.state), "--bundle", str(bundle)]
+    assert unit.startswith("gpuops-evidence-")
+
+
+BUG_REPORT = """#!/bin/sh
+# nvidia-bug-report.sh's interface: --output-file FILE writes FILE.gz where gzip is there.
+[ "$1" = --safe-mode ] || exit 3
+[ "$2" = --output-file ] || exit 3
+printf 'nvidia-bug-report.sh (stand-in) Start of NVIDIA bug report log file\n' | gzip -c > "$3.gz"
+echo "Running nvidia-bug-report.sh... complete."
+"""
+
+
+def test_the_evidence_mode_adds_the_bug_report_diag_counters_and_xid_window(tmp_path, capsys):
+    node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 3, "xid": 79}]})
+    (node.bin / "nvidia-bug-report.sh").write_text(BUG_REPORT)
+    (node.bin / "nvidia-bug-report.sh").chmod(0o755)
+    assert node.check() == 0 and node.drained
+    ((argv, _unit),) = node.spawned
+    sysfs = tmp_path / "infiniband"
+    (sysfs / "mlx5_0" / "ports" / "1" / "counters").mkdir(parents=True)
+    (sysfs / "mlx5_0" / "ports" / "1" / "counters" / "symbol_error").write_text("12\n")
+    (sysfs / "mlx5_0" / "ports" / "1" / "counters" / "link_downed").write_text("1\n")
+    args = cli._arguments(argv[2:])
+    assert cli.collect(args, node, str(sysfs)) == 0
+    (bundle,) = (tmp_path / "evidence").glob("*-gpu-1.json")
+    extra = json.loads(bundle.with_suffix(".extra.json").read_text())
+    assert extra["nvidia_bug_report"]["file"] == bundle.stem + ".nvidia-bug-report.log.gz"
+    report = tmp_path / "evidence" / extra["nvidia_bug_report"]["file"]
+    assert oct(report.stat().st_mode & 0o777) == "0o600"
+    assert oct(bundle.with_suffix(".extra.json").stat().st_mode & 0o777) == "0o600"
+    assert extra["port_counters"] == {"mlx5_0/1": {"link_downed": 1, "symbol_error": 12}}
+    assert any("NVRM: Xid" in line and ": 79," in line for line in extra["xid_window"])
+    assert extra["dcgm_diag"] == {"missing": "dcgmi is not installed"}
+    # A bug report past the size bound is dropped, and the bundle says so.
+    original = h.EVIDENCE_BUG_REPORT_BYTES
+    h.EVIDENCE_BUG_REPORT_BYTES = 10
+    try:
+        assert cli.collect(args, node, str(sysfs)) == 0
+    finally:
+        h.EVIDENCE_BUG_REPORT_BYTES = original
+    extra = json.loads(bundle.with_suffix(".extra.json").read_text())
+    assert extra["nvidia_bug_report"]["dropped"].endswith("over 10") and not report.exists()
+
+
+@pytest.mark.parametrize(
+    "where", ["/etc/passwd", "elsewhere.json", "{evidence}/x.extra.json", "{evidence}/missing.json"]
+)
+def test_the_evidence_mode_takes_only_a_bundle_of_the_evidence_folder(tmp_path, capsys, where):
+    node = FakeNode(tmp_path, "dgx-h100")
+    (tmp_path / "evidence").mkdir()
+    args = cli._arguments(["--mode", "evidence", "--state", str(node.state), "--bundle",
+                           where.format(evidence=tmp_path / "evidence")])  # fmt: skip
+    assert cli.collect(args, node) == 2
+    assert "evidence bundle" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "evidence").iterdir()] == []

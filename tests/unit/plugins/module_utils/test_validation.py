@@ -651,6 +651,7 @@ def test_the_report_s_repair_section_reads_each_node_s_health_state(controller, 
         "quarantined": True,
         "drained_since": "2025-11-28 03:20:10 UTC",
         "last_repair_s": None,
+        "evidence": None,
     }
     assert repair["nodes"]["n2"]["last_repair_s"] == 540 and repair["median_repair_s"] == 540
     assert repair["quarantined"] == ["n1"] and repair["budget"] == {"fleet": 2, "out": ["n1"], "limit": 1}
