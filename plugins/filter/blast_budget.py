@@ -9,7 +9,8 @@ version_added: 1.1.0
 description:
   - The node state machine's budget (C(plugins/module_utils/node_state.py)), for a playbook that takes
     nodes out (the rolling driver upgrade); the health check and validation apply the same one.
-  - Counts the nodes Slurm shows out by automation (a reason of this collection's), the nodes taken out
+  - >-
+    Counts the nodes Slurm shows out by automation (a reason of this collection's), the nodes taken out
     within O(window) seconds (their C(gpuops: taken out) Comment), and O(also_out); refuses while the
     budget is latched (a C(gpuops: budget spent) Comment, until a person reopens it). A node out already
     costs nothing more.

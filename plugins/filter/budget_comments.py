@@ -7,7 +7,8 @@ name: budget_comments
 short_description: The blast-radius budget's records among the Slurm nodes' Comments
 version_added: 1.1.0
 description:
-  - The nodes whose Slurm Comment is this collection's, from C(sinfo -h -N -O 'NodeList:0|,Comment:0'):
+  - >-
+    The nodes whose Slurm Comment is this collection's, from C(sinfo -h -N -O 'NodeList:0|,Comment:0'):
     C(gpuops: taken out <time>) (a take-out the budget's window counts) and C(gpuops: budget spent <time> ...)
     (the latch that stops every automatic take-out until a person reopens the budget).
   - A person's comment is never among them.

@@ -115,7 +115,8 @@ options:
     version_added: 1.1.0
   comments:
     description:
-      - The fleet's node Comments as C(sinfo -h -N -O 'NodeList:0|,Comment:0') prints them, with O(sinfo) - the
+      - >-
+        The fleet's node Comments as C(sinfo -h -N -O 'NodeList:0|,Comment:0') prints them, with O(sinfo) - the
         budget's memory (nodes taken out within O(budget_window)) and its latch (a C(gpuops: budget spent)
         Comment stops every automatic drain until a person reopens it). Omitted, only the nodes out now count.
     type: str
@@ -167,7 +168,8 @@ budget_refused:
   elements: str
 comments:
   description:
-    - The Slurm Comment to set on a node with its drain (C(gpuops: taken out <time>)) or on a node the budget
+    - >-
+      The Slurm Comment to set on a node with its drain (C(gpuops: taken out <time>)) or on a node the budget
       refused (C(gpuops: budget spent <time> ...), the latch), by inventory name; none where the node has a
       person's comment (never overwritten) or O(comments) was not given.
   returned: always
