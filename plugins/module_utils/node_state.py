@@ -422,27 +422,38 @@ def gpu_history(faults_by_node, gpus, since, count):
 
 def timing(state):
     """When the node's current episode began and when this check drained it, and how long its last
-    repair took (from its first fault or failed check to its resume), from its history:
-    ``{"fault_since", "drained_since", "last_repair_s"}``, each None where there is none."""
-    fault_since = drained_since = last_repair = None
-    started = None
+    repair took (from its first fault or failed check to its resume) and of which class (the
+    strongest action its faults owed: ``reset``, ``reboot``, ``power``, ``inspect``; ``check`` where
+    only checks failed), from its history: ``{"fault_since", "drained_since", "last_repair_s",
+    "last_repair_class"}``, each None where there is none."""
+    fault_since = drained_since = last_repair = last_class = None
+    started, owed = None, set()
     for event in state["history"]:
         kind, t = event.get("event"), event.get("t")
         if not isinstance(t, (int, float)):
             continue
         if kind in ("fault", "failed", "cannot check") and started is None:
             started = t
+        if kind == "fault":
+            owed.add(str(event.get("detail", "")).split(" ", 1)[0])
         elif kind == "drain" and drained_since is None:
             drained_since = t
         elif kind == "resume":
             if started is not None:
                 last_repair = t - started
+                last_class = next((action for action in _ORDER if action in owed), "check")
             started = drained_since = None
+            owed = set()
     if outstanding(state):
         since = [entry.get("since") for part in ("failed", "owed") for entry in state[part].values()]
         since = [t for t in since if isinstance(t, (int, float))]
         fault_since = min(since) if since else started
-    return {"fault_since": fault_since, "drained_since": drained_since, "last_repair_s": last_repair}
+    return {
+        "fault_since": fault_since,
+        "drained_since": drained_since,
+        "last_repair_s": last_repair,
+        "last_repair_class": last_class,
+    }
 
 
 def cannot_check(state, why, *, now):

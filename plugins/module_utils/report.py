@@ -266,12 +266,14 @@ Every expected value comes from the node's detected hardware or a threshold name
 <p class="note">{% if report.repair.budget %}Out by automation now: {{ report.repair.budget.out | length }} of
 {{ report.repair.budget.fleet }} nodes (the blast-radius budget: {{ report.repair.budget.limit }}).
 {% endif %}Median repair, fault to back in service:
-{{ '%d s' % report.repair.median_repair_s if report.repair.median_repair_s is not none else 'none yet' }}.
+{{ '%d s' % report.repair.median_repair_s if report.repair.median_repair_s is not none else 'none yet' }}{%
+if report.repair.median_repair_s_by_class %} ({% for cls, seconds in report.repair.median_repair_s_by_class | dictsort
+%}{{ cls }} {{ '%d s' % seconds }}{{ ', ' if not loop.last }}{% endfor %}){% endif %}.
 In quarantine: {{ report.repair.quarantined | join(', ') or 'none' }}.</p>
 <table><tr><th>node</th><th>owes</th><th>drained since</th><th>last repair</th><th>evidence of its last drain</th></tr>
 {% for host, row in report.repair.nodes | dictsort %}<tr><td>{{ host }}</td>
 <td>{{ row.outstanding | join(', ') or row.note | default('nothing') }}</td><td>{{ row.drained_since or '' }}</td>
-<td>{{ '%d s' % row.last_repair_s if row.last_repair_s is not none else '' }}</td>
+<td>{{ ('%d s (%s)' % (row.last_repair_s, row.last_repair_class)) if row.last_repair_s is not none else '' }}</td>
 <td>{{ row.evidence | default('', true) }}</td></tr>{% endfor %}</table>{% endif %}
 {% if report.cluster.checks or report.cluster.nccl %}<h2 id="cluster">Across nodes</h2>
 {% if report.cluster.nccl_svg %}<div class="figs"><div>{{ report.cluster.nccl_svg | safe }}</div></div>{% endif %}

@@ -156,8 +156,9 @@ repair:
   description:
     - The repair section, from each node's gpuops-health state (node_health's C(health_state)) - C(nodes) (per node,
       C(outstanding), what it owes; C(quarantined); C(drained_since); C(last_repair_s), its last repair from the
-      fault to back in service; C(evidence), the path on the node of its last drain's evidence bundle),
-      C(quarantined), C(median_repair_s) and C(budget) (C(fleet), C(out), C(limit);
+      fault to back in service, and C(last_repair_class), the strongest action its faults owed; C(evidence), the
+      path on the node of its last drain's evidence bundle), C(quarantined), C(median_repair_s),
+      C(median_repair_s_by_class) and C(budget) (C(fleet), C(out), C(limit);
       where O(sinfo) is given).
   returned: always
   type: dict
@@ -235,7 +236,7 @@ def _repair(p, nodes):
     """The repair section: per node whose health check keeps a state (gpuops-health), what it owes and
     since when, its last repair's time (fault to back in service); the nodes in quarantine, the median
     repair time, and the blast-radius budget used now (where O(sinfo) is given)."""
-    rows, repairs = {}, []
+    rows, repairs, by_class = {}, [], {}
     for host in sorted(nodes):
         text = nodes[host].get("health_state")
         if not isinstance(text, str):
@@ -247,11 +248,13 @@ def _repair(p, nodes):
         timing = ns.timing(state)
         if timing["last_repair_s"] is not None:
             repairs.append(timing["last_repair_s"])
+            by_class.setdefault(timing["last_repair_class"], []).append(timing["last_repair_s"])
         rows[host] = {
             "outstanding": ns.outstanding(state),
             "quarantined": "inspect node" in state["owed"],
             "drained_since": _when(timing["drained_since"]),
             "last_repair_s": None if timing["last_repair_s"] is None else round(timing["last_repair_s"]),
+            "last_repair_class": timing["last_repair_class"],
             # On the node, with what gpuops-health --mode evidence added beside it (.extra.json,
             # .nvidia-bug-report.log.gz).
             "evidence": next(
@@ -270,6 +273,8 @@ def _repair(p, nodes):
         "nodes": rows,
         "quarantined": sorted(host for host, row in rows.items() if row.get("quarantined")),
         "median_repair_s": round(statistics.median(repairs)) if repairs else None,
+        # Per class of fault (the strongest action it owed): a reset, a reboot, a power cycle...
+        "median_repair_s_by_class": {cls: round(statistics.median(times)) for cls, times in sorted(by_class.items())},
         "budget": budget,
     }
 

@@ -229,3 +229,17 @@ def test_the_fault_merge_takes_any_stored_shape_and_keeps_its_bound(events):
     merged = ns.merge_gpu_faults(events, -1e18)
     assert len(merged) <= ns.GPU_FAULTS_KEPT
     assert all(isinstance(e["serial"], str) and isinstance(e["t"], float) for e in merged)
+
+
+def test_each_repair_is_timed_with_the_strongest_action_its_faults_owed():
+    state = ns.new_state("b1")
+    state["history"] = [
+        {"t": 100.0, "event": "fault", "detail": "reset GPU1: Xid 48"},
+        {"t": 160.0, "event": "fault", "detail": "reboot GPU1: the reset failed"},
+        {"t": 700.0, "event": "resume", "detail": "x"},
+        {"t": 800.0, "event": "failed", "detail": "ecc GPU0"},
+        {"t": 830.0, "event": "resume", "detail": "x"},
+    ]
+    assert ns.timing(state)["last_repair_s"] == 30 and ns.timing(state)["last_repair_class"] == "check"
+    state["history"] = state["history"][:3]
+    assert (ns.timing(state)["last_repair_s"], ns.timing(state)["last_repair_class"]) == (600, "reboot")

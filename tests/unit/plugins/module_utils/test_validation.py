@@ -651,12 +651,18 @@ def test_the_report_s_repair_section_reads_each_node_s_health_state(controller, 
         "quarantined": True,
         "drained_since": "2025-11-28 03:20:10 UTC",
         "last_repair_s": None,
+        "last_repair_class": None,
         "evidence": None,
     }
     assert repair["nodes"]["n2"]["last_repair_s"] == 540 and repair["median_repair_s"] == 540
+    # MTTR per class of fault: n2's owed a GPU reset.
+    assert repair["nodes"]["n2"]["last_repair_class"] == "reset" and repair["median_repair_s_by_class"] == {
+        "reset": 540
+    }
     assert repair["quarantined"] == ["n1"] and repair["budget"] == {"fleet": 2, "out": ["n1"], "limit": 1}
     page = (tmp_path / "report" / "validation.html").read_text()
     assert "Repair (gpuops-health)" in page and "In quarantine: n1." in page
+    assert "540 s (reset 540 s)." in page and "540 s (reset)" in page
 
 
 def test_a_gpu_s_faults_follow_its_serial_to_another_node_and_quarantine_it_there(controller, tmp_path):
