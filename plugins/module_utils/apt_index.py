@@ -24,8 +24,10 @@ _RELATION = re.compile(
     r"(?:\s*\(\s*(?P<op><<|<=|=|>=|>>|<|>)\s*(?P<version>[^\s)]+)\s*\))?"
     r"(?:\s*\[[^\]]*\])?(?:\s*<[^>]*>)*$"
 )
-_VERSION = re.compile(r"^(?:(?P<epoch>\d+):)?(?P<rest>[A-Za-z0-9.+~:-]+)$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_VERSION = re.compile(r"(?:(?P<epoch>[0-9]+):)?(?P<rest>[A-Za-z0-9.+~:-]+)\Z")
+_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
+# ASCII digits only: str.isdigit() takes "1²", which int() refuses.
+_SIZE = re.compile(r"[0-9]{1,15}")
 # Fields a bundle needs from each stanza: where the file is, and how to check it.
 _NEEDED = ("package", "version", "architecture", "filename", "size", "sha256")
 _SHOWN = {"sha256": "SHA256"}
@@ -167,7 +169,7 @@ def parse_packages(text, source=COMMAND):
             )
         if not _SHA256.match(fields["sha256"]):
             raise ParseError(f"{fields['package']}: SHA256 is not 64 hex digits", source, start, fields["sha256"])
-        if not fields["size"].isdigit():
+        if not _SIZE.fullmatch(fields["size"]):
             raise ParseError(f"{fields['package']}: Size is not a number", source, start, fields["size"])
         split_version(fields["version"])
         entry = {

@@ -20,10 +20,11 @@ import re
 # collection: refused, never rewritten in a layout it does not know.
 SCHEMA = 1
 
-_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
-_HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$")
-_TARGET = re.compile(r"^[A-Za-z0-9.:\[\]_-]+:[0-9]{1,5}$")
-_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9:]{8}Z)?$")
+# \Z, not $: "$" also matches before a trailing newline ("gpu01\n" would pass).
+_NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
+_HOSTNAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}\Z")
+_TARGET = re.compile(r"[A-Za-z0-9.:\[\]_-]+:[0-9]{1,5}\Z")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9:]{8}Z)?\Z")
 
 _SPEC_INTS = ("cpus", "boards", "sockets_per_board", "cores_per_socket", "threads_per_core", "real_memory", "gpus")
 

@@ -358,7 +358,7 @@ def layout_shape_problems(layout, variable="mig_layout"):
     if not isinstance(layout, dict):
         return [f"{variable} must be a dict with name and gpus (got {type(layout).__name__})"]
     out = []
-    unknown = sorted(set(layout) - LAYOUT_KEYS)
+    unknown = sorted(set(layout) - LAYOUT_KEYS, key=repr)
     if unknown:
         out.append(f"{variable} has unknown keys {', '.join(map(str, unknown))}: it takes name and gpus")
     name = layout.get("name")
@@ -376,7 +376,7 @@ def layout_shape_problems(layout, variable="mig_layout"):
         if not isinstance(entry, dict):
             out.append(f"{where} must be a dict with devices and profiles")
             continue
-        unknown = sorted(set(entry) - ENTRY_KEYS)
+        unknown = sorted(set(entry) - ENTRY_KEYS, key=repr)
         if unknown:
             out.append(f"{where} has unknown keys {', '.join(map(str, unknown))}: it takes devices and profiles")
         devices = entry.get("devices", "all")

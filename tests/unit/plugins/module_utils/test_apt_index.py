@@ -232,3 +232,20 @@ def test_canonicals_index_capture():
     assert taken(artifacts) == [(module, "6.8.0-149.149")] and not problems
     assert artifacts[0]["filename"].startswith("pool/restricted/l/linux-restricted-signatures/")
     assert "nvidia-kernel-common-580-server (<= 580.178.04-1)" in outside
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("Size: 100", "Size: 1\N{SUPERSCRIPT TWO}", "Size is not a number"),  # isdigit() takes it, int() does not
+        ("Version: 1", "Version: \N{SUPERSCRIPT TWO}:1", "is not a Debian version"),
+        ("Version: 1", "Version: \N{ARABIC-INDIC DIGIT THREE}:1", "is not a Debian version"),
+    ],
+)
+def test_digits_other_than_ascii_are_refused_as_parse_errors(old, new, message):
+    text = stanza("a", "1").replace(old, new)
+    assert new in text
+    with pytest.raises(ParseError, match=message):
+        apt_index.parse_packages(text)
+    with pytest.raises(ParseError):
+        apt_index.split_version("1.0\n")

@@ -406,3 +406,10 @@ def test_a_layout_preflight_would_refuse_is_named_on_the_kubernetes_side_not_a_t
     mixed = {"name": "x", "gpus": [{"devices": [0, "1"], "profiles": {"1g.10gb": 7}}]}
     with pytest.raises(AnsibleFilterError, match=r"mig_layout of b: mig_layout.gpus\[0\].devices must be"):
         mig_kubernetes(_nodes(("b", mixed, "operator")))
+
+
+def test_unknown_keys_of_mixed_types_are_named_not_a_type_error():
+    problems = mig.layout_shape_problems({"name": "x", "gpus": [], 1: "a", "zz": 2, None: 3})
+    assert any("has unknown keys" in p and "1" in p and "zz" in p for p in problems)
+    problems = mig.layout_shape_problems({"name": "x", "gpus": [{"devices": "all", "profiles": {}, 2: 1, "q": 1}]})
+    assert any("has unknown keys" in p for p in problems)

@@ -135,10 +135,18 @@ def test_a_section_of_a_newer_collection_is_kept_as_it_is():
     assert plan["writes"]["gpu01"]["sections"]["ports"] == {"data": [1], "since": "d"}
 
 
-@pytest.mark.parametrize("name", ["../etc", "", ".hidden", "a/b", "x" * 300, 7])
+@pytest.mark.parametrize("name", ["../etc", "", ".hidden", "a/b", "x" * 300, 7, "gpu01\n"])
 def test_a_name_that_cannot_be_a_file_is_refused(name):
     with pytest.raises(fleet.FleetError, match="cannot name a fleet-state record"):
         fleet.check_node(name)
+
+
+def test_a_trailing_newline_is_no_hostname_target_or_date():
+    data = slurm("gpu01")
+    with pytest.raises(fleet.FleetError, match="hostname"):
+        fleet.check_section("slurm", dict(data, hostname=data["hostname"] + "\n"), "gpu01", None)
+    with pytest.raises(fleet.FleetError, match="date"):
+        fleet.check_section("validation", {"verdict": "pass", "date": "2026-12-04\n"}, "gpu01", None)
 
 
 def test_module_records_keeps_and_is_idempotent(tmp_path, node):
