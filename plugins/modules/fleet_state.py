@@ -55,6 +55,16 @@ options:
     description: Warn about each node of O(inventory) that has no data (RV(missing)).
     type: bool
     default: true
+  lock_timeout:
+    description:
+      - >-
+        Seconds to wait for another run that records into O(dir) (an AWX slice, another operator) to finish. A
+        call that records takes the folder's lock (C(.lock), an exclusive flock) and reads every record again
+        under it, so that two runs recording different sections of one node both keep theirs. Past the wait
+        the task fails naming the holder (its pid, host and since when).
+    type: int
+    default: 120
+    version_added: 1.1.0
 extends_documentation_fragment:
   - gpuops.cluster.files
 """
@@ -123,7 +133,9 @@ sections:
   type: dict
 """
 
+import fcntl
 import os
+import socket
 import tempfile
 import time
 
@@ -160,6 +172,37 @@ def _read_all(module, folder):
     return stored
 
 
+def _lock(module, folder, timeout):
+    """The folder's lock, held until the module exits (its file stays open): the one writer at a time."""
+    path = os.path.join(folder, ".lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        module.fail_json(msg=f"cannot open the fleet state's lock {path} ({err}). Check the folder's permissions.")
+    deadline = time.monotonic() + max(timeout, 0)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                try:
+                    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
+                except OSError:
+                    holder = "unknown"
+                os.close(fd)
+                module.fail_json(
+                    msg=f"another run records into the fleet state {folder} and still holds {path} after {timeout} s "
+                    f"({holder}). Let it finish (AWX: its slices one after the other, or this task in one slice), "
+                    "or raise fleet_lock_timeout; a holder that is gone releases the lock by itself."
+                )
+            time.sleep(0.2)
+    os.ftruncate(fd, 0)
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {since}\n".encode(), 0)
+    return fd
+
+
 def _write(folder, node, text):
     fd, tmp = tempfile.mkstemp(prefix=f".{node}.", suffix=".tmp", dir=folder)
     try:
@@ -191,6 +234,7 @@ def main():
             "inventory": {"type": "list", "elements": "str", "default": []},
             "remove": {"type": "list", "elements": "str", "default": []},
             "warn": {"type": "bool", "default": True},
+            "lock_timeout": {"type": "int", "default": 120},
         },
         supports_check_mode=True,
     )
@@ -200,6 +244,21 @@ def main():
         module.fail_json(
             msg=f"the fleet state's folder {folder} is not a folder: move that file away, or set fleet_dir."
         )
+    if p["section"] is not None and not module.check_mode:
+        # One writer at a time; what others wrote before it got the lock is read under it.
+        try:
+            os.makedirs(folder, mode=0o755, exist_ok=True)
+        except OSError as err:
+            module.fail_json(msg=f"cannot create the fleet state's folder {folder} ({err}). Check its parent.")
+        lock = _lock(module, folder, p["lock_timeout"])
+        try:
+            _run(module, p, folder)
+        finally:
+            os.close(lock)  # the lock goes with it (and with the process, whatever ends it)
+    _run(module, p, folder)
+
+
+def _run(module, p, folder):
     stored = _read_all(module, folder)
     if p["section"] is None:
         if p["records"] or p["remove"]:

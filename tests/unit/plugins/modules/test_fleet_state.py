@@ -6,8 +6,11 @@ the call before anything is written, and a write that breaks off leaves the old 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import threading
+import time
 
 import pytest
 from ansible_collections.gpuops.cluster.plugins.module_utils import fleet
@@ -158,7 +161,7 @@ def test_module_records_keeps_and_is_idempotent(tmp_path, node):
         inventory=["gpu01", "gpu02"],
     )
     assert not first.failed and first.result["changed"]
-    assert sorted(os.listdir(folder)) == ["gpu01.json", "gpu02.json"]
+    assert sorted(os.listdir(folder)) == [".lock", "gpu01.json", "gpu02.json"]
     assert json.loads((folder / "gpu01.json").read_text())["sections"]["slurm"]["data"] == slurm("gpu01")
     # gpu02 is down: this run reaches gpu01 only, nothing changes, gpu02's line is kept.
     again = call(folder, section="slurm", records={"gpu01": slurm("gpu01")}, inventory=["gpu01", "gpu02"])
@@ -166,6 +169,58 @@ def test_module_records_keeps_and_is_idempotent(tmp_path, node):
     assert again.result["nodes"]["gpu02"] == slurm("gpu02")
     assert list(again.result["kept"]) == ["gpu02"]
     assert node.warnings == []
+
+
+def test_a_second_writer_waits_for_the_first_and_keeps_both_sections(tmp_path, node):
+    """Two runs record different sections of one node (AWX slices, two operators): the second waits for
+    the folder's lock, reads the record again under it, and both sections stay."""
+    folder = tmp_path / "fleet"
+    assert call(folder, section="slurm", records={"gpu01": slurm("gpu01")}, inventory=["gpu01"]).result["changed"]
+    holder = os.open(folder / ".lock", os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # the first writer holds the lock...
+    done = {}
+    second = threading.Thread(
+        target=lambda: done.update(
+            result=call(folder, section="validation", inventory=["gpu01"],
+                        records={"gpu01": {"verdict": "pass", "date": "2026-12-04"}})
+        )
+    )  # fmt: skip
+    second.start()
+    time.sleep(1)
+    assert second.is_alive()  # ...the second waits for it,
+    # ...while the first writes its own section (scrape), then lets go.
+    record = json.loads((folder / "gpu01.json").read_text())
+    record["sections"]["scrape"] = {"data": {"targets": {"node": "gpu01:9100"}, "labels": {}}, "since": "2026-12-04"}
+    (folder / "gpu01.json").write_text(json.dumps(record))
+    fcntl.flock(holder, fcntl.LOCK_UN)
+    os.close(holder)
+    second.join(timeout=30)
+    assert not done["result"].failed
+    sections = json.loads((folder / "gpu01.json").read_text())["sections"]
+    assert sorted(sections) == ["scrape", "slurm", "validation"]
+
+
+def test_a_writer_that_cannot_get_the_lock_in_time_names_the_holder(tmp_path, node):
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    holder = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT)
+    os.write(holder, b"pid 4242 on awx-slice-2 since 2026-12-04T10:00:00Z\n")
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        out = call(folder, section="slurm", records={"gpu01": slurm("gpu01")}, inventory=["gpu01"], lock_timeout=1)
+    finally:
+        os.close(holder)
+    assert out.failed and "pid 4242 on awx-slice-2" in out.result["msg"] and "fleet_lock_timeout" in out.result["msg"]
+    assert not (folder / "gpu01.json").exists()
+    # Check mode and a plain read take no lock.
+    holder = os.open(folder / ".lock", os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        assert not call(folder, check_mode=True, section="slurm", records={"gpu01": slurm("gpu01")},
+                        inventory=["gpu01"], lock_timeout=0).failed  # fmt: skip
+        assert not call(folder).failed
+    finally:
+        os.close(holder)
 
 
 def test_module_warns_about_a_node_never_recorded(tmp_path, node):
@@ -187,7 +242,7 @@ def test_module_refuses_a_corrupt_record_before_writing_any(tmp_path, node):
     (tmp_path / "gpu02.json").write_text("{truncated")
     out = call(tmp_path, section="slurm", records={"gpu01": slurm("gpu01")}, inventory=["gpu01", "gpu02"])
     assert out.failed and "gpu02:" in out.result["msg"] and "gpu02.json is not valid JSON" in out.result["msg"]
-    assert sorted(os.listdir(tmp_path)) == ["gpu02.json"]
+    assert sorted(os.listdir(tmp_path)) == [".lock", "gpu02.json"]  # the lock alone, no record written
 
 
 def test_module_removes_a_record_and_reads_every_section(tmp_path, node):
@@ -198,7 +253,7 @@ def test_module_removes_a_record_and_reads_every_section(tmp_path, node):
         inventory=["gpu01", "gpu02"],
     )
     out = call(tmp_path, section="slurm", inventory=["gpu01"], remove=["gpu02"])
-    assert out.result["deleted"] == ["gpu02"] and os.listdir(tmp_path) == ["gpu01.json"]
+    assert out.result["deleted"] == ["gpu02"] and sorted(os.listdir(tmp_path)) == [".lock", "gpu01.json"]
     summary = call(tmp_path)
     assert not summary.result["changed"] and list(summary.result["sections"]) == ["gpu01"]
     assert list(summary.result["sections"]["gpu01"]) == ["slurm"]
@@ -220,7 +275,7 @@ def test_a_write_that_breaks_off_leaves_the_old_record(tmp_path, node, monkeypat
     out = call(tmp_path, section="slurm", records={"gpu01": slurm("gpu01", BIGGER)}, inventory=["gpu01"])
     assert out.failed and "No space left on device" in out.result["msg"]
     assert (tmp_path / "gpu01.json").read_text() == before
-    assert os.listdir(tmp_path) == ["gpu01.json"]
+    assert sorted(os.listdir(tmp_path)) == [".lock", "gpu01.json"]  # no temporary file left
 
 
 def test_hostile_nesting_is_refused_not_a_traceback():
