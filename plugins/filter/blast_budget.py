@@ -76,20 +76,11 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.cluster.plugins.module_utils import node_state
 
 
-def _number(value, kind):
-    if isinstance(value, str):
-        try:
-            return kind(value.strip())
-        except ValueError:
-            return value
-    return value
-
-
 def blast_budget(  # noqa: PLR0917 - the filter's arguments, as a playbook gives them
     text, comments, node, budget_nodes=8, budget_percent=10, window=node_state.BUDGET_WINDOW_S, also_out=None
 ):
-    budget_nodes, budget_percent = _number(budget_nodes, int), _number(budget_percent, float)
-    window = _number(window, int)
+    budget_nodes, budget_percent = node_state.as_number(budget_nodes, int), node_state.as_number(budget_percent, float)
+    window = node_state.as_number(window, int)
     names = ("validate_health_budget_nodes", "validate_health_budget_percent")
     problems = node_state.budget_problems(budget_nodes, budget_percent, names)
     problems += node_state.window_problems(window, "validate_health_budget_window")

@@ -64,18 +64,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.cluster.plugins.module_utils import node_state
 
 
-def _number(value, kind):
-    """A number given as text (``-e name=value`` gives text) as ``kind``; anything else unchanged."""
-    if isinstance(value, str):
-        try:
-            return kind(value.strip())
-        except ValueError:
-            return value
-    return value
-
-
 def remediation_plan(text, nodes=None, budget_nodes=node_state.BUDGET_NODES, budget_percent=node_state.BUDGET_PERCENT):
-    budget_nodes, budget_percent = _number(budget_nodes, int), _number(budget_percent, float)
+    budget_nodes, budget_percent = node_state.as_number(budget_nodes, int), node_state.as_number(budget_percent, float)
     problems = node_state.budget_problems(
         budget_nodes, budget_percent, ("remediate_budget_nodes", "remediate_budget_percent")
     )

@@ -693,6 +693,17 @@ BUDGET_NODES = 8
 BUDGET_PERCENT = 10
 
 
+def as_number(value, kind):
+    """A budget setting given as text (``-e name=value`` gives text) as ``kind``; anything else as it is
+    (:func:`budget_problems` names what is wrong with it)."""
+    if isinstance(value, str):
+        try:
+            return kind(value.strip())
+        except ValueError:
+            return value
+    return value
+
+
 def budget_problems(nodes, percent, names=("nodes", "percent")):
     """Each problem of a budget's settings, naming the variable (``names``) and the fix."""
     problems = []
