@@ -152,19 +152,19 @@ def _validation(data, node, path):
     )
     faults = data.get("gpu_faults", [])
     _need(
-        isinstance(faults, list)
-        and all(
-            isinstance(f, dict)
-            and isinstance(f.get("serial"), str)
-            and isinstance(f.get("t"), (int, float))
-            and not isinstance(f.get("t"), bool)
-            and isinstance(f.get("detail", ""), str)
-            for f in faults
-        ),
+        isinstance(faults, list) and all(_gpu_fault(f) for f in faults),
         node,
         path,
         "validation gpu_faults is not a list of GPU faults (serial, t, detail)",
     )
+
+
+def _gpu_fault(entry):
+    """One fault of a GPU as validation records it: its board serial, time and what it was."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("serial"), str):
+        return False
+    when = entry.get("t")
+    return isinstance(when, (int, float)) and not isinstance(when, bool) and isinstance(entry.get("detail", ""), str)
 
 
 # Each section with the check its data must pass, written and read alike.

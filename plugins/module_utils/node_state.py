@@ -783,7 +783,8 @@ def comment_rows(text):
 
 
 def _stamp_time(comment):
-    found = _STAMP.match(comment[len(TAKEN) :] if comment.startswith(TAKEN) else comment[len(SPENT) :])
+    prefix = TAKEN if comment.startswith(TAKEN) else SPENT
+    found = _STAMP.match(comment.replace(prefix, "", 1))
     if not found:
         return None
     return calendar.timegm(time.strptime(found.group(1), "%Y-%m-%dT%H:%M:%SZ"))

@@ -313,13 +313,19 @@ def _gpu_history(p, nodes):
                 expected,
                 f"{len(gpu['faults'])} faults of serial {gpu['serial']}",
                 "fail",
-                "a repeat offender GPU, wherever it was: "
-                + "; ".join(f"{f['node']} {_when(f['t'])}: {f['detail'][:80]}" for f in gpu["faults"][-4:])
-                + " - replace it (a new serial passes) or wait until its faults are older than the window",
+                _offender_reason(gpu["faults"]),
             )
             for gpu in offenders
         ] or [v.record("gpu_history", "all GPUs", expected, "none", "pass", "no GPU of this node is a repeat offender")]
     return gpu_faults, checks
+
+
+def _offender_reason(faults):
+    where = "; ".join(f"{f['node']} {_when(f['t'])}: {f['detail'][:80]}" for f in faults[-4:])
+    return (
+        f"a repeat offender GPU, wherever it was: {where} - replace it (a new serial passes) or wait until its "
+        "faults are older than the window"
+    )
 
 
 def _when(seconds):
@@ -420,10 +426,8 @@ def main():
     problems = ns.budget_problems(p["budget_nodes"], p["budget_percent"], ("budget_nodes", "budget_percent"))
     problems += ns.window_problems(p["budget_window"], "budget_window")
     if problems:
-        module.fail_json(
-            msg="; ".join(problems)
-            + " (validate_health_budget_nodes, validate_health_budget_percent, validate_health_budget_window)"
-        )
+        names = "validate_health_budget_nodes, validate_health_budget_percent, validate_health_budget_window"
+        module.fail_json(msg=f"{'; '.join(problems)} ({names})")
     if p["quarantine_faults"] < 0 or p["quarantine_days"] <= 0:
         module.fail_json(
             msg=f"quarantine_faults ({p['quarantine_faults']}) must be 0 (off) or more and quarantine_days "
