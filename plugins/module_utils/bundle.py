@@ -680,18 +680,43 @@ RELEASE = "Release file"
 _RELEASE_LINE = re.compile(r"^\s+([0-9a-fA-F]{64})\s+(\d+)\s+(\S+)\s*$")
 
 
-def release_text(text):
-    """The signed text of an ``InRelease`` (clear-signed) file, or ``text`` itself for ``Release``."""
+_CLEAR_SIGNED = "-----BEGIN PGP SIGNED MESSAGE-----"
+
+
+def release_text(text, clear_signed=False):
+    """The signed text of an ``InRelease`` (clear-signed: ``clear_signed``) file, or ``text`` itself for a
+    ``Release`` (its detached signature covers every byte). A clear-signed file is taken exactly as apt
+    takes it: the header first, only ``Hash:`` armour headers, one signed body, one signature block and
+    nothing but blank lines after it. Text before or after the signed block is refused: gpgv says "Good
+    signature" for the block inside it, but none of that text is signed."""
     if not isinstance(text, str):
         raise ParseError(f"expected text, got {type(text).__name__}", RELEASE)
-    if not text.startswith("-----BEGIN PGP SIGNED MESSAGE-----"):
+    if not clear_signed and not text.startswith(_CLEAR_SIGNED):
         return text
-    _head, sep, rest = text.partition("\n\n")
+    if not text.startswith(_CLEAR_SIGNED + "\n"):
+        raise ParseError(
+            "an InRelease that does not begin with the clear-sign header: the text before the signed block is not "
+            "signed (refused, as apt refuses it)",
+            RELEASE,
+        )
+    head, sep, rest = text.partition("\n\n")
     if not sep:
         raise ParseError("no blank line after the armour header of a clear-signed InRelease", RELEASE)
-    body, sep, _sig = rest.partition("\n-----BEGIN PGP SIGNATURE-----")
+    for line in head.split("\n")[1:]:
+        if not line.startswith("Hash: "):
+            raise ParseError(
+                f"a clear-signed InRelease with the armour header {line[:60]!r} (only Hash: is allowed)", RELEASE
+            )
+    body, sep, signature = rest.partition("\n-----BEGIN PGP SIGNATURE-----")
     if not sep:
         raise ParseError("a clear-signed InRelease without its signature block", RELEASE)
+    _block, sep, after = signature.partition("-----END PGP SIGNATURE-----")
+    if not sep or after.strip() or _CLEAR_SIGNED in body:
+        raise ParseError(
+            "a clear-signed InRelease with text after its signature block, or a second signed message: that text is "
+            "not signed (refused, as apt refuses it)",
+            RELEASE,
+        )
     # Dash-escaped lines (RFC 9580 section 7.1).
     return "\n".join(line[2:] if line.startswith("- ") else line for line in body.split("\n")) + "\n"
 

@@ -268,7 +268,9 @@ def fetch_repository(fetcher, repo):
         good, message = gpgv(module, keyring, index["Release"][0], index["Release.gpg"][0])
         if not good:
             raise bundle.BundleError(f"{where}: Release.gpg does not verify ({message}).")
-    sums = bundle.release_checksums(bundle.release_text(signed.decode("utf-8", "replace")), f"{where} Release")
+    # Only what gpgv verified: a clear-signed InRelease's block, and nothing around it.
+    text = bundle.release_text(signed.decode("utf-8", "replace"), clear_signed=what == "InRelease")
+    sums = bundle.release_checksums(text, f"{where} Release")
     listed = [name for name in ("Packages", "Packages.gz", "Packages.xz") if name in sums]
     if "Packages" not in sums:
         raise bundle.BundleError(f"{where}: the signed Release lists no Packages file.")

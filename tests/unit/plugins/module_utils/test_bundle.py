@@ -343,3 +343,35 @@ def test_gpgv_takes_the_real_index_with_its_key_and_refuses_it_changed(tmp_path)
     bad = tmp_path / "Changed"
     bad.write_bytes(INRELEASE.read_bytes().replace(b"Origin: Debian", b"Origin: DebiaN", 1))
     assert subprocess.run([*argv, str(bad)], capture_output=True, check=False).returncode != 0
+
+
+EVIL = f"SHA256:\n {SHA} 123 main/binary-amd64/Packages.xz\n\n"
+
+
+@pytest.mark.parametrize(
+    ("crafted", "message"),
+    [
+        (lambda real: EVIL + real, "does not begin with the clear-sign header"),
+        (lambda real: real + "\n" + EVIL, "text after its signature block"),
+        (lambda real: real.replace("Hash: SHA256\n", "Hash: SHA256\nComment: x\n", 1), "only Hash: is allowed"),
+    ],
+)
+def test_an_inrelease_with_text_outside_its_signed_block_is_refused(crafted, message):
+    """gpgv says "Good signature" for a genuine signed block inside other text; the checksums of that
+    text must never be read. apt refuses such a file; so does the bundle."""
+    real = INRELEASE.read_text()
+    with pytest.raises(ParseError, match=message):
+        bundle.release_text(crafted(real), clear_signed=True)
+    # The genuine file is still read, and a detached-signature Release is taken whole.
+    assert bundle.release_checksums(bundle.release_text(real, clear_signed=True))
+    assert bundle.release_text("Origin: x\n") == "Origin: x\n"
+
+
+@pytest.mark.skipif(not shutil.which("gpgv") or not KEYRING.exists(), reason="needs gpgv and Debian's archive keyring")
+def test_gpgv_says_good_for_text_before_a_signed_block_which_is_why_it_is_refused(tmp_path):
+    crafted = tmp_path / "InRelease"
+    crafted.write_text(EVIL + INRELEASE.read_text())
+    argv = ["gpgv", "--homedir", str(tmp_path), "--keyring", str(KEYRING), str(crafted)]
+    assert subprocess.run(argv, capture_output=True, check=False).returncode == 0
+    with pytest.raises(ParseError):
+        bundle.release_text(crafted.read_text(), clear_signed=True)
