@@ -26,8 +26,11 @@ options:
     type: str
     required: true
   node:
-    description: The Slurm node to take out.
-    type: str
+    description:
+      - >-
+        The Slurm node to take out, or a list of nodes to take out together (the slurm role's leaving
+        nodes); each counts, and the list costs nothing more only when every node in it is out already.
+    type: raw
     required: true
   budget_nodes:
     description: The budget's node count (C(validate_health_budget_nodes)).
@@ -88,6 +91,13 @@ def blast_budget(  # noqa: PLR0917 - the filter's arguments, as a playbook gives
         problems.append("blast_budget takes the text of sinfo (the fleet) and of sinfo -O (the nodes' comments)")
     if problems:
         raise AnsibleFilterError("; ".join(problems))
+    if isinstance(node, (list, tuple)):  # several together: the budget asked for one not out yet, the rest alongside
+        together = [str(each) for each in node]
+        if not together:
+            raise AnsibleFilterError("blast_budget takes a node, or a list of one node or more")
+        _fleet, out = node_state.fleet_out(text)
+        pending = [each for each in together if each not in out]
+        node, also_out = (pending or together)[0], [*together, *(also_out or [])]
     extra = "".join(f"{other}|drain|gpuops: (taken out alongside)\n" for other in also_out or [] if other != node)
     allowed, why, _spent = node_state.budget(
         text + "\n" + extra,

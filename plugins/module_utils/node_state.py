@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import calendar
 import math
+import os
 import re
 import time
 
@@ -503,13 +504,33 @@ def owed_records(state, record):
     return out
 
 
+def evidence_id(state):
+    """The evidence bundle of the node's current drain (the stamp of ``evidence/<stamp>-<node>.json``
+    beside the state file), from the history's last ``evidence`` event since its last resume; or None."""
+    found = None
+    for event in state["history"]:
+        if event.get("event") == "resume":
+            found = None
+        elif event.get("event") == "evidence":
+            stem = os.path.basename(str(event.get("detail") or ""))
+            found = stem.split("-", 1)[0] or None
+    return found
+
+
 def reason(state, prefix, limit=200):
     """The drain reason: ``prefix`` and what the node owes (``reset GPU3, xid GPU3``), cut at ``limit``
-    with ``+N more``; the whole set stays in the state."""
+    with ``+N more``, then the drain's evidence bundle where it has one (``(evidence <stamp>)``); the
+    whole set stays in the state."""
     keys = [
         f"cannot check: {state['failed'][key]['measured']}" if key == "cannot_check node" else key
         for key in outstanding(state)
     ]
+    found = evidence_id(state)
+    suffix = f" (evidence {found})" if found else ""
+    return _cut(prefix, keys, limit - len(suffix)) + suffix
+
+
+def _cut(prefix, keys, limit):
     text = prefix + ", ".join(keys)
     if len(text) <= limit:
         return text

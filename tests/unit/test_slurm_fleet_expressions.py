@@ -267,7 +267,8 @@ def test_a_burn_in_reason_that_a_refused_registration_replaced_is_set_again():
 
 
 LEAVE_BUDGET = task(
-    "leave.yml", "Refuse to remove more nodes than slurm_leave_max, or nodes an empty fleet state cannot describe"
+    "leave.yml",
+    "Refuse to remove more nodes than slurm_leave_max, or nodes an empty or stale fleet state cannot describe",
 )
 
 
@@ -278,9 +279,11 @@ LEAVE_BUDGET = task(
         ({}, {}, ["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"], ["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"], False),
         # Even one unknown node, while the fleet state knows no other: refused.
         ({}, {}, ["gpu05"], ["gpu05"], False),
-        # A populated fleet state: one node never recorded leaves, within slurm_leave_max.
-        ({"gpu01": "d"}, {}, ["gpu05"], ["gpu05"], True),
-        # Missing nodes count against slurm_leave_max too (4 by default), not only those out of the inventory.
+        # A populated fleet state that does not record a node slurmctld knows is stale: refused too.
+        ({"gpu01": "d"}, {}, ["gpu05"], ["gpu05"], False),
+        # A node never recorded that slurmctld does not know leaves nothing.
+        ({"gpu01": "d"}, {}, ["gpu05"], [], True),
+        # Nodes slurmctld knows that a populated fleet state lacks: refused as stale, whatever slurm_leave_max.
         (
             {"gpu01": "d"},
             {"old09": {}},
@@ -289,9 +292,11 @@ LEAVE_BUDGET = task(
             False,
         ),
         ({"gpu01": "d"}, {"old09": {}}, [], ["old09-ib"], True),
+        # Five out of the inventory: more than slurm_leave_max (4).
+        ({"gpu01": "d"}, {f"old{n}": {} for n in range(5)}, [], [f"old{n}-ib" for n in range(5)], False),
     ],
 )
-def test_the_leave_path_counts_every_leaving_node_and_refuses_what_an_empty_fleet_state_cannot_describe(
+def test_the_leave_path_counts_every_leaving_node_and_refuses_what_an_empty_or_stale_fleet_state_cannot_describe(
     kept, absent, missing, leaving, allowed
 ):
     t = templar(
@@ -308,7 +313,10 @@ def test_the_leave_path_counts_every_leaving_node_and_refuses_what_an_empty_flee
         message = " ".join(t.template(trusted(LEAVE_BUDGET["ansible.builtin.assert"]["fail_msg"])).split())
         assert "slurm_leave_force: true" in message
         if not kept:
-            assert "holds no record of any node out of this run" in message and "no --limit" in message
+            assert "which is empty (it holds no record of any node out of this run" in message
+            assert "add gpu01,gpu02,gpu03,gpu04,gpu05 to --limit" in message or "add gpu05 to --limit" in message
+        elif missing and set(missing) <= set(leaving):
+            assert "which is stale (it records 1 other nodes out of this run" in message, message
         else:
             assert "more than slurm_leave_max (4)" in message
     forced = templar(
@@ -321,3 +329,39 @@ def test_the_leave_path_counts_every_leaving_node_and_refuses_what_an_empty_flee
     assert all(
         forced.template(trusted("{{ " + str(that) + " }}")) for that in LEAVE_BUDGET["ansible.builtin.assert"]["that"]
     )
+
+
+PAST_BUDGET = task("leave.yml", "Refuse to remove nodes past the blast-radius budget")
+
+
+def test_the_leaving_nodes_count_against_the_fleet_s_blast_radius_budget():
+    """Forty nodes (the budget: the smaller of 8 and 10 %, four), two out by the health check already:
+    two may leave, three may not; a latched budget lets none leave; slurm_leave_force skips the check."""
+    fleet = "".join(f"gpu{n:02}|idle|none\n" for n in range(1, 41))
+    fleet = fleet.replace("gpu01|idle|none", "gpu01|drain|gpuops-health: xid GPU1")
+    fleet = fleet.replace("gpu02|idle|none", "gpu02|down|gpuops-health: reboot GPU0, xid GPU0")
+    comments = "".join(f"gpu{n:02}|(null)\n" for n in range(1, 41))
+
+    def verdict(leaving, comments=comments, **extra):
+        t = templar(
+            ["ctl", "gpu06"],
+            __slurm_leaving={name: name for name in leaving},
+            __slurm_leave_budget_read={"results": [{"stdout": fleet}, {"stdout": comments}]},
+            **{**PAST_BUDGET["vars"], **extra},
+        )
+        if not t.template(trusted("{{ " + PAST_BUDGET["when"] + " }}")):
+            return True, ""
+        allowed = t.template(trusted("{{ " + PAST_BUDGET["ansible.builtin.assert"]["that"] + " }}"))
+        return allowed, " ".join(t.template(trusted(PAST_BUDGET["ansible.builtin.assert"]["fail_msg"])).split())
+
+    assert verdict(["gpu39", "gpu40"])[0]
+    allowed, message = verdict(["gpu38", "gpu39", "gpu40"])
+    assert not allowed
+    assert "gpu38, gpu39, gpu40 would leave slurm.conf and be drained, but nothing was drained" in message
+    assert "budget is spent: 4 nodes of 40" in message and "validate_health_budget_percent" in message
+    assert "slurm_leave_force: true" in message
+    assert verdict(["gpu38", "gpu39", "gpu40"], validate_health_budget_percent=20)[0]
+    latched = comments.replace("gpu03|(null)", "gpu03|gpuops: budget spent 2026-12-05T01:00:00Z (gpu03 refused)")
+    allowed, message = verdict(["gpu40"], comments=latched)
+    assert not allowed and "budget is latched (gpu03: gpuops: budget spent" in message
+    assert verdict(["gpu38", "gpu39", "gpu40"], slurm_leave_force=True)[0]

@@ -445,10 +445,11 @@ def _slurm(args, node, config, state, seen, records, lost, started):  # noqa: PL
         if not allowed:
             action, refused = "refused", True
             why = f"not drained: {budget}. Outstanding: {why}"
+        else:  # the evidence first, so that the drain's reason names its bundle
+            state = _evidence(args, node, name, state, why, records)
+            why = ns.reason(state, h.PREFIX)
     done, problem = _act(node, name, action, why, stamp)
     state = _record(state, node, action, why, done)
-    if action == "drain" and not drained and done is not None:
-        state = _evidence(args, node, name, state, why, records)
     ours = (
         why
         if action == "drain" and done is not None
@@ -474,9 +475,10 @@ def _slurm(args, node, config, state, seen, records, lost, started):  # noqa: PL
 
 
 def _evidence(args, node, name, state, why, records):  # noqa: PLR0917 - the run's parts, named
-    """What the check saw when it took the node out, kept beside the state file (``evidence/``, 0600,
+    """What the check saw when it takes the node out, kept beside the state file (``evidence/``, 0600,
     the newest EVIDENCE_KEEP): the outputs it read (each cut to EVIDENCE_OUTPUT_CHARS), its records, and
-    what the node owes. Nothing more is run: a drain stays within slurmd's 60 s. Named in the history."""
+    what the node owes. Nothing more is run: a drain stays within slurmd's 60 s. Named in the history,
+    and so in the drain's reason (node_state.reason: ``(evidence <stamp>)``)."""
     folder = os.path.join(os.path.dirname(args.state) or ".", "evidence")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(node.now()))
     path = os.path.join(folder, f"{stamp}-{name}.json")

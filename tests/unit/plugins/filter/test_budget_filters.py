@@ -36,6 +36,22 @@ def test_a_latched_budget_refuses_and_says_how_a_person_reopens_it():
     assert blast_budget(out, latched, "gpu1", 8, 100)["allowed"]
 
 
+def test_nodes_taken_out_together_each_count_and_cost_nothing_only_when_all_are_out():
+    empty = "".join(f"gpu{n}|(null)\n" for n in range(1, 11))
+    fleet = "".join(f"gpu{n}|idle|none\n" for n in range(1, 41))  # forty nodes: 10 % is four
+    out = fleet.replace("gpu9|idle|none", "gpu9|drain|gpuops-health: xid GPU1")
+    assert blast_budget(out, empty, ["gpu1", "gpu2", "gpu3"], 8, 10)["allowed"]  # gpu9 and three: four
+    refused = blast_budget(out, empty, ["gpu1", "gpu2", "gpu3", "gpu4"], 8, 10)
+    assert not refused["allowed"] and "4 nodes of 40" in refused["why"] and "gpu9" in refused["why"]
+    # The first leaving node out already (a run that drained them and stopped) is no way round it.
+    again = out.replace("gpu1|idle|none", "gpu1|drain|gpuops: leaving the cluster")
+    assert not blast_budget(again, empty, ["gpu1", "gpu2", "gpu3", "gpu4"], 8, 10)["allowed"]
+    every = again.replace("gpu2|idle|none", "gpu2|drng|gpuops: leaving the cluster")
+    assert blast_budget(every, empty, ["gpu1", "gpu2"], 8, 10)["allowed"]
+    with pytest.raises(AnsibleFilterError, match="a list of one node or more"):
+        blast_budget(fleet, empty, [], 8, 10)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -38,6 +38,10 @@ def stand_in(path):
     return f"#!{sys.executable}\n" + path.read_text().split("\n", 1)[1]
 
 
+# The tail of a drain reason that names its evidence bundle (node_state.reason).
+EVIDENCE = r" \(evidence \d{8}T\d{6}Z\)"
+
+
 class FakeNode(cli.Node):
     """The gpusim stand-ins of a profile run for real; sinfo and scontrol answered from a model of the
     node's Slurm state, which records each update."""
@@ -84,6 +88,11 @@ class FakeNode(cli.Node):
                 }
             )
         )
+
+    @property
+    def owes(self):
+        """The drain reason without its evidence bundle's stamp (test_a_drain_names_its_evidence_in_its_reason)."""
+        return re.sub(EVIDENCE + r"\Z", "", self.reason)
 
     def set_faults(self, faults):
         self.faults.write_text(json.dumps(faults))
@@ -273,9 +282,9 @@ def test_it_drains_and_resumes_only_what_it_drained(failed, drained, reason, act
 def test_slurm_mode_drains_then_re_reasons_then_resumes_its_own_drain(tmp_path, capsys):
     node = FakeNode(tmp_path, "dgx-h100", {"lost_gpus": {"count": 1}})
     assert node.check() == 0
-    assert (node.drained, node.reason) == (True, "gpuops-health: gpu_count node")
+    assert (node.drained, node.owes) == (True, "gpuops-health: gpu_count node")
     node.set_faults({"fabric": [{"gpu": 2, "state": "Not Started", "status": "N/A"}]})
-    assert node.check() == 0 and node.reason == "gpuops-health: fabric GPU2"
+    assert node.check() == 0 and node.owes == "gpuops-health: fabric GPU2"
     node.set_faults({})
     assert node.check() == 0 and not node.drained
     assert node.updates[-1] == ["NodeName=gpu-1", "State=RESUME"]
@@ -294,7 +303,8 @@ def test_the_textfile_tells_prometheus_what_failed_and_whether_it_drained(tmp_pa
     assert node.check() == 0
     text = (folder / h.TEXTFILE).read_text()
     assert 'gpuops_health_failed{check="gpu_count",subject="node"} 1' in text
-    assert 'gpuops_health_drained{reason="gpuops-health: gpu_count node"} 1' in text
+    drained = r'^gpuops_health_drained[{]reason="gpuops-health: gpu_count node' + EVIDENCE + '"[}] 1$'
+    assert re.search(drained, text, re.M)
     assert re.search(r"^gpuops_health_last_check_timestamp_seconds \d{10}$", text, re.M)
     node.set_faults({})
     assert node.check() == 0
@@ -336,14 +346,14 @@ def test_slurm_mode_leaves_a_person_s_drain_as_it_is(tmp_path):
     assert node.check() == 0
     node.set_faults({})
     assert node.check() == 0
-    assert node.updates == [] and (node.drained, node.reason) == (True, "cable check")
+    assert node.updates == [] and (node.drained, node.owes) == (True, "cable check")
 
 
 def test_a_fatal_xid_keeps_the_node_drained_until_cleared(tmp_path):
     node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 3, "xid": 79}]}).no_repair()
-    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU3, xid GPU3"
+    assert node.check() == 0 and node.owes == "gpuops-health: reboot GPU3, xid GPU3"
     node.set_faults({})  # the line leaves the kernel log (say, the ring buffer wrapped): still owed
-    assert node.check() == 0 and node.drained and node.reason == "gpuops-health: reboot GPU3"
+    assert node.check() == 0 and node.drained and node.owes == "gpuops-health: reboot GPU3"
     assert node.check("slurm", "--clear-xids") == 0 and not node.drained
     history = json.loads(node.state.read_text())["node"]["history"]
     assert any("cleared by a person" in event["detail"] for event in history)
@@ -547,7 +557,7 @@ def test_a_dcgm_failure_drains_its_gpu_and_a_warning_does_not(tmp_path, hostengi
     assert (record["subject"], record["verdict"]) == ("GPU3", "fail")
     assert record["measured"] == f"Memory system: Failure: {message}"
     assert node.check() == 0
-    assert node.reason == "gpuops-health: reset GPU3, dcgm_health GPU3"
+    assert node.owes == "gpuops-health: reset GPU3, dcgm_health GPU3"
     replays = "Detected more than 8 PCIe replays per minute for GPU 1 : 23"
     node.set_faults({"dcgm_health": {"gpu": 1, "system": "PCIe system", "health": "Warning", "message": replays}})
     (record,) = dcgm_records(node)
@@ -558,7 +568,7 @@ def test_a_dcgm_failure_drains_its_gpu_and_a_warning_does_not(tmp_path, hostengi
     )
     node.check()
     # A warning is no reason to drain, and the Failure's memory fault still owes its GPU a reset.
-    assert node.drained and node.reason == "gpuops-health: reset GPU3"
+    assert node.drained and node.owes == "gpuops-health: reset GPU3"
     node.boot = "boot-2"  # the node rebooted: its GPUs were reset
     (tmp_path / "dcgm-watches").write_text("pmitd")
     node.set_faults({})
@@ -589,14 +599,14 @@ def test_dcgm_health_not_installed_is_a_skip_and_an_engine_that_does_not_answer_
 def test_xid_154_node_reboot_required_keeps_the_node_drained_until_it_reboots(tmp_path):
     reboot = "0x2 (Node Reboot Required)"
     node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 1, "xid": 154, "action": reboot}]}).no_repair()
-    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU1, xid GPU1"
-    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU1"  # same boot: still owed
+    assert node.check() == 0 and node.owes == "gpuops-health: reboot GPU1, xid GPU1"
+    assert node.check() == 0 and node.owes == "gpuops-health: reboot GPU1"  # same boot: still owed
     node.set_faults({})
     assert node.check() == 0 and node.drained
     node.boot = "boot-2"  # the reboot, observed by a new boot id
     assert node.check() == 0 and not node.drained
     events = [e["event"] for e in json.loads(node.state.read_text())["node"]["history"]]
-    assert events == ["fault", "failed", "drain", "evidence", "passed", "drain", "observed", "resume"]
+    assert events == ["fault", "failed", "evidence", "drain", "passed", "drain", "observed", "resume"]
 
 
 def test_xid_94_with_154_gpu_reset_required_stays_until_the_driver_says_the_gpu_was_reset(tmp_path):
@@ -607,11 +617,11 @@ def test_xid_94_with_154_gpu_reset_required_stays_until_the_driver_says_the_gpu_
               "recovery_action": [{"gpu": 4, "action": "Reset"}]}  # fmt: skip
     node = FakeNode(tmp_path, "dgx-h100", faults).no_repair()
     assert node.check() == 0
-    assert node.reason == "gpuops-health: reset GPU4, recovery_action GPU4, xid GPU4"
+    assert node.owes == "gpuops-health: reset GPU4, recovery_action GPU4, xid GPU4"
     node.set_faults({"recovery_action": [{"gpu": 4, "action": "Reset"}]})
-    assert node.check() == 0 and node.reason == "gpuops-health: reset GPU4, recovery_action GPU4"
+    assert node.check() == 0 and node.owes == "gpuops-health: reset GPU4, recovery_action GPU4"
     node.set_faults({})  # the driver says nothing now: no proof of a reset, and no recovery_action record
-    assert node.check() == 0 and node.reason == "gpuops-health: reset GPU4, recovery_action GPU4"
+    assert node.check() == 0 and node.owes == "gpuops-health: reset GPU4, recovery_action GPU4"
     node.set_faults({"recovery_action": [{"gpu": 4, "action": "None"}]})  # after nvidia-smi -r, as the driver says
     assert node.check() == 0 and not node.drained
 
@@ -630,25 +640,25 @@ def test_a_dcgm_failure_survives_a_restart_of_the_host_engine(tmp_path, hostengi
     (tmp_path / "dcgm-watches").write_text("pmitd")
     message = "Detected 2 volatile double-bit ECC error(s) in GPU 3."
     node.set_faults({"dcgm_health": {"gpu": 3, "system": "Memory system", "health": "Failure", "message": message}})
-    assert node.check() == 0 and node.reason == "gpuops-health: reset GPU3, dcgm_health GPU3"
+    assert node.check() == 0 and node.owes == "gpuops-health: reset GPU3, dcgm_health GPU3"
     # nv-hostengine restarts: no watch is on, the check sets them and skips; DCGM forgot the incident.
     (tmp_path / "dcgm-watches").unlink()
     node.set_faults({})
-    assert node.check() == 0 and node.reason == "gpuops-health: reset GPU3, dcgm_health GPU3"
+    assert node.check() == 0 and node.owes == "gpuops-health: reset GPU3, dcgm_health GPU3"
     # The watches read Healthy now: the check passed, the memory fault still owes its GPU a reset.
-    assert node.check() == 0 and node.reason == "gpuops-health: reset GPU3"
+    assert node.check() == 0 and node.owes == "gpuops-health: reset GPU3"
 
 
 def test_report_mode_changes_nothing_so_slurmd_s_check_still_sees_the_xid(tmp_path):
     node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 3, "xid": 79}]})
     assert node.check("report") == 1
     assert not node.state.exists()
-    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU3, xid GPU3"
+    assert node.check() == 0 and node.owes == "gpuops-health: reboot GPU3, xid GPU3"
 
 
 def test_a_check_that_skips_does_not_resume_the_node_drained_for_it(tmp_path):
     node = FakeNode(tmp_path, "dgx-h100", {"ib_rate": {"mlx5_4": 200}})
-    assert node.check() == 0 and node.reason.startswith("gpuops-health: ib_ports")
+    assert node.check() == 0 and node.owes.startswith("gpuops-health: ib_ports")
     (node.bin / "ibstat").unlink()  # ibstat gone: ib_ports cannot measure
     node.set_faults({})
     assert node.check() == 0 and node.drained
@@ -661,10 +671,10 @@ def test_checks_cut_from_the_drain_reason_must_pass_before_the_node_resumes(tmp_
     every_port = {f"mlx5_{n}": 200 for n in range(12) if n != 4}  # seven compute ports under their rate
     fabric = [{"gpu": g, "state": "In Progress", "status": "N/A"} for g in range(8)]
     node = FakeNode(tmp_path, "dgx-h100", {"ib_rate": every_port, "fabric": fabric})
-    assert node.check() == 0 and len(node.reason) <= 200 and node.reason.endswith(" more")
+    assert node.check() == 0 and len(node.reason) <= 200 and node.owes.endswith(" more")
     assert "mlx5_11" not in node.reason
     node.set_faults({"ib_rate": {"mlx5_11": 200}})  # only a check the reason had no room for still fails
-    assert node.check() == 0 and node.drained and node.reason == "gpuops-health: ib_ports mlx5_11:1"
+    assert node.check() == 0 and node.drained and node.owes == "gpuops-health: ib_ports mlx5_11:1"
     node.set_faults({})
     assert node.check() == 0 and not node.drained
 
@@ -681,7 +691,7 @@ def test_a_check_past_its_deadline_drains_the_node_saying_so(tmp_path, monkeypat
 
     monkeypatch.setattr(node, "read", hung)
     assert node.check() == 0
-    assert node.reason == "gpuops-health: cannot check: the checks took more than 1 s"
+    assert node.owes == "gpuops-health: cannot check: the checks took more than 1 s"
     assert "cannot check this node" in capsys.readouterr().err
     monkeypatch.setattr(node, "read", slow)
     assert node.check() == 0 and not node.drained  # a whole check that passes proves it again
@@ -707,7 +717,7 @@ def test_a_state_file_of_another_shape_keeps_a_node_it_drained_drained(tmp_path,
     node = FakeNode(tmp_path, "dgx-h100", drained=True, reason="gpuops-health: xid GPU3").no_repair()
     node.state.write_text(text)
     assert node.check() == 0
-    assert node.drained and node.reason == "gpuops-health: reboot node", node.reason
+    assert node.drained and node.owes == "gpuops-health: reboot node", node.reason
     assert node.check("slurm", "--clear-xids") == 0 and not node.drained
 
 
@@ -716,7 +726,7 @@ def test_a_state_file_of_the_release_before_keeps_its_outstanding_xids(tmp_path)
     line = "[3600.0] NVRM: Xid (PCI:0000:9c:00): 79, pid=1, GPU has fallen off the bus."
     node.state.write_text(json.dumps({"boot_id": "boot-1", "seen": ["ab"], "outstanding": [
         {"xid": 79, "pci": "0000:9c:00", "line": line}]}))  # fmt: skip
-    assert node.check() == 0 and node.reason == "gpuops-health: reboot 0000:9c:00"
+    assert node.check() == 0 and node.owes == "gpuops-health: reboot 0000:9c:00"
     node.boot = "boot-2"
     assert node.check() == 0 and not node.drained
 
@@ -731,6 +741,7 @@ def test_the_budget_keeps_a_failing_node_in_service_when_the_fleet_has_enough_ou
     node.fleet[:3] = ["gpu-2|drain|gpuops-health: xid GPU1", "gpu-3|down*|gpuops-validate: nvlink GPU0",
                       "gpu-4|drain|cable check"]  # fmt: skip
     assert node.check() == 0 and not node.drained and node.updates[0][1:] == ["Comment=" + node.comments["gpu-1"]]
+    assert not (tmp_path / "evidence").exists()  # a refused drain takes no evidence
     out = capsys.readouterr().out
     assert "refused: not drained: the blast-radius budget is spent: 2 nodes of 20" in out and "gpu-2, gpu-3" in out
     assert "gpuops_health_budget_refused 1" in (folder / h.TEXTFILE).read_text()
@@ -744,7 +755,7 @@ def test_the_budget_keeps_a_failing_node_in_service_when_the_fleet_has_enough_ou
     assert "the blast-radius budget is latched (gpu-1: gpuops: budget spent" in capsys.readouterr().out
     # A person reopens it (remediate.yml -e remediate_reopen_budget=true clears the Comments).
     node.comments.clear()
-    assert node.check() == 0 and node.reason == "gpuops-health: gpu_count node"
+    assert node.check() == 0 and node.owes == "gpuops-health: gpu_count node"
     assert node.comments["gpu-1"].startswith("gpuops: taken out ") and node.updates[-1][-1].startswith(
         "Comment=gpuops:"
     )
@@ -752,7 +763,7 @@ def test_the_budget_keeps_a_failing_node_in_service_when_the_fleet_has_enough_ou
     # Drained already: a narrower or wider reason costs nothing more.
     node.fleet[1] = "gpu-3|drain|gpuops-health: ecc GPU0"
     node.set_faults({"lost_gpus": {"count": 1}, "fabric": [{"gpu": 0, "state": "In Progress", "status": "N/A"}]})
-    assert node.check() == 0 and node.reason == "gpuops-health: fabric GPU0, gpu_count node"
+    assert node.check() == 0 and node.owes == "gpuops-health: fabric GPU0, gpu_count node"
 
 
 def test_a_take_out_counts_against_the_budget_for_its_window_and_a_person_s_comment_stays(tmp_path, capsys):
@@ -792,9 +803,11 @@ def test_a_reset_curable_xid_is_reset_on_the_node_and_the_node_resumes_at_the_ne
     # Drained for the Xid, the reset done at once (the node ran no job), the reason narrowed to the check;
     # the drain stamps the take-out in the node's Comment (the budget's memory).
     assert node.comments["gpu-1"].startswith("gpuops: taken out ")
-    assert [[w for w in u[1:] if not w.startswith("Comment=")] for u in node.updates] == [
-        ["State=DRAIN", "Reason=gpuops-health: reset GPU1, xid GPU1"],
-        ["State=DRAIN", "Reason=gpuops-health: xid GPU1"],
+    updates = [[w for w in u[1:] if not w.startswith("Comment=")] for u in node.updates]
+    assert [state for state, _reason in updates] == ["State=DRAIN", "State=DRAIN"]
+    assert [re.fullmatch("Reason=(.*)" + EVIDENCE, r).group(1) for _state, r in updates] == [
+        "gpuops-health: reset GPU1, xid GPU1",
+        "gpuops-health: xid GPU1",
     ]
     node.set_faults({})
     assert node.check() == 0 and not node.drained
@@ -805,12 +818,12 @@ def test_a_reset_curable_xid_is_reset_on_the_node_and_the_node_resumes_at_the_ne
 def test_a_reset_waits_for_the_jobs_and_a_refused_one_escalates_to_a_reboot_once(tmp_path, capsys):
     node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 48}]})
     node.jobs = True
-    assert node.check() == 0 and node.reason == "gpuops-health: reset GPU1, xid GPU1"
+    assert node.check() == 0 and node.owes == "gpuops-health: reset GPU1, xid GPU1"
     assert "the GPU reset waits until they end" in capsys.readouterr().out
     # The jobs ended, but a process still holds GPU 1: nvidia-smi -r refuses; a reboot is owed instead.
     node.jobs = False
     node.set_faults({"gpu_processes": [{"pid": 4242, "gpu": 1, "name": "python3", "used_memory": 100}]})
-    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU1"
+    assert node.check() == 0 and node.owes == "gpuops-health: reboot GPU1"
     assert "reset: GPU [1]: failed: GPU 00000000" in capsys.readouterr().out
     updates = len(node.updates)
     assert node.check() == 0 and len(node.updates) == updates  # nothing loops: no second reset
@@ -822,13 +835,13 @@ def test_a_reset_waits_for_the_jobs_and_a_refused_one_escalates_to_a_reboot_once
 
 def test_on_an_nvswitch_system_a_gpu_reset_becomes_a_reboot(tmp_path, capsys):
     node = FakeNode(tmp_path, "dgx-h100", {"xid": [{"gpu": 2, "xid": 48}]})
-    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU2, xid GPU2"
+    assert node.check() == 0 and node.owes == "gpuops-health: reboot GPU2, xid GPU2"
     assert "escalated to a reboot: an NVSwitch system" in capsys.readouterr().out
 
 
 def test_the_reset_rung_can_be_turned_off(tmp_path):
     node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 48}]}).no_repair()
-    assert node.check() == 0 and node.reason == "gpuops-health: reset GPU1, xid GPU1"
+    assert node.check() == 0 and node.owes == "gpuops-health: reset GPU1, xid GPU1"
     assert len(node.updates) == 1
 
 
@@ -838,9 +851,10 @@ def test_the_reset_rung_can_be_turned_off(tmp_path):
 
 def test_a_reboot_class_xid_reboots_the_node_through_slurm_and_the_check_after_it_resumes_it(tmp_path, capsys):
     node = FakeNode(tmp_path, "pcie-l40s", {"xid": [{"gpu": 1, "xid": 79}]})
-    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU1, xid GPU1"
+    assert node.check() == 0 and node.owes == "gpuops-health: reboot GPU1, xid GPU1"
     # Drained first (no new job), then the reboot asked of Slurm: ASAP (once idle), down after it.
-    assert node.reboots == [["ASAP", "nextstate=DOWN", "reason=gpuops-health: reboot GPU1, xid GPU1", "gpu-1"]]
+    assert [[*r[:2], r[3]] for r in node.reboots] == [["ASAP", "nextstate=DOWN", "gpu-1"]]
+    assert re.fullmatch("reason=gpuops-health: reboot GPU1, xid GPU1" + EVIDENCE, node.reboots[0][2])
     assert "reboot: asked of Slurm" in capsys.readouterr().out
     # Slurm has it in hand: the checks meanwhile (slurmd's, the one at its start before it registers)
     # change nothing and ask nothing more.
@@ -880,7 +894,7 @@ def test_a_fault_back_after_the_ladder_s_reboot_owes_a_power_cycle_then_a_person
     assert 'gpuops_health_owed{action="reboot",subject="GPU1"} 1' in (folder / h.TEXTFILE).read_text()
     node.rebooted()
     node.set_faults({"xid": [{"gpu": 1, "xid": 79}]})  # the GPU falls off the bus again on the new boot
-    assert node.check() == 0 and node.reason == "gpuops-health: power node, xid GPU1"
+    assert node.check() == 0 and node.owes == "gpuops-health: power node, xid GPU1"
     assert len(node.reboots) == 1 and "escalated to a power cycle" in capsys.readouterr().out
     # What Alertmanager's GpuopsNodePowerCycleOwed reads, and the rulebook acts on (remediate.yml).
     owed = [line for line in (folder / h.TEXTFILE).read_text().splitlines() if line.startswith("gpuops_health_owed")]
@@ -889,7 +903,7 @@ def test_a_fault_back_after_the_ladder_s_reboot_owes_a_power_cycle_then_a_person
     # remediate.yml power-cycles it through the BMC: a new boot; the fault comes back once more.
     node.boot = "boot-3"
     node.set_faults({"xid": [{"gpu": 1, "xid": 79}]})
-    assert node.check() == 0 and node.reason.startswith("gpuops-health: inspect node")
+    assert node.check() == 0 and node.owes.startswith("gpuops-health: inspect node")
     assert len(node.reboots) == 1
 
 
@@ -899,10 +913,10 @@ def test_the_reboot_rung_can_be_turned_off_and_the_boot_id_read_where_the_config
     boot.write_text("sim-boot-1\n")
     config = json.loads(node.config.read_text())
     node.config.write_text(json.dumps(dict(config, repair_reboot=False, boot_id_file=str(boot))))
-    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU1, xid GPU1" and node.reboots == []
+    assert node.check() == 0 and node.owes == "gpuops-health: reboot GPU1, xid GPU1" and node.reboots == []
     node.set_faults({})
     node.boot = "boot-2"  # the kernel's boot id: not the one this node is configured to read
-    assert node.check() == 0 and node.reason == "gpuops-health: reboot GPU1"
+    assert node.check() == 0 and node.owes == "gpuops-health: reboot GPU1"
     boot.write_text("sim-boot-2\n")
     assert node.check() == 0 and not node.drained
 
@@ -911,21 +925,21 @@ def test_the_third_fault_in_a_week_quarantines_the_node_until_a_person_clears_it
     node = FakeNode(tmp_path, "pcie-l40s")
     for _fault in range(2):  # twice: drained, reset on the node, resumed at the next check
         node.set_faults({"xid": [{"gpu": 1, "xid": 48}]})
-        assert node.check() == 0 and node.reason == "gpuops-health: xid GPU1"
+        assert node.check() == 0 and node.owes == "gpuops-health: xid GPU1"
         node.set_faults({})
         assert node.check() == 0 and not node.drained
         node.boot = node.boot + "+"  # the Xid line leaves the kernel log with the next boot
     node.set_faults({"xid": [{"gpu": 1, "xid": 48}]})
     # Quarantined: no reset on the node (a person's inspection is owed first).
-    assert node.check() == 0 and node.reason == "gpuops-health: inspect node, reset GPU1, xid GPU1"
+    assert node.check() == 0 and node.owes == "gpuops-health: inspect node, reset GPU1, xid GPU1"
     node.set_faults({})
-    assert node.check() == 0 and node.reason == "gpuops-health: inspect node, reset GPU1"
+    assert node.check() == 0 and node.owes == "gpuops-health: inspect node, reset GPU1"
     node.boot = "boot-9"  # a reboot resets the GPU, and does not end a quarantine
-    assert node.check() == 0 and node.reason == "gpuops-health: inspect node"
+    assert node.check() == 0 and node.owes == "gpuops-health: inspect node"
     assert node.check("slurm", "--clear-xids") == 0 and not node.drained
     # A person cleared it: the count starts again.
     node.set_faults({"xid": [{"gpu": 1, "xid": 48}]})
-    assert node.check() == 0 and node.reason == "gpuops-health: xid GPU1"
+    assert node.check() == 0 and node.owes == "gpuops-health: xid GPU1"
 
 
 def test_the_textfile_times_each_repair_from_the_fault_to_back_in_service(tmp_path):
@@ -977,7 +991,7 @@ def test_one_check_at_a_time_reads_and_writes_the_state(tmp_path, monkeypatch, c
         assert node.check() == 0 and node.updates == [] and not node.state.exists()
         assert "holds " in (out := capsys.readouterr().out) and "(pid 4242)" in out
         assert node.check("report") == 1  # a person's look needs no lock
-    assert node.check() == 0 and node.reason == "gpuops-health: gpu_count node"
+    assert node.check() == 0 and node.owes == "gpuops-health: gpu_count node"
     # The holder's pid is in the lock file (this process, here): a stopped check names it.
     with open(f"{node.state}.lock") as lock:
         assert lock.read().strip() == str(os.getpid())
@@ -1008,7 +1022,7 @@ def test_watch_mode_drains_at_the_xid_line_without_waiting_for_slurmd_s_interval
     assert node.check("watch") == 1  # returns when its follower ends (systemd starts it again)
     worker.join()
     assert injected["updates"] == []
-    assert node.drained and node.reason == "gpuops-health: xid GPU1"
+    assert node.drained and node.owes == "gpuops-health: xid GPU1"
     assert injected["drained"] < 6, injected
     assert "an Xid in the kernel log: checking now" in capsys.readouterr().out
 
@@ -1069,7 +1083,7 @@ def test_the_watcher_s_periodic_check_drains_a_fault_with_no_kernel_log_line_and
     assert node.check("watch") == 1
     worker.join()
     assert seen["quiet"] == ""
-    assert node.drained and node.reason == "gpuops-health: gpu_count node" and seen["drained"] < 3, seen
+    assert node.drained and node.owes == "gpuops-health: gpu_count node" and seen["drained"] < 3, seen
     assert "the watcher's periodic check" in capsys.readouterr().out
 
 
@@ -1079,20 +1093,38 @@ def test_a_drain_keeps_what_the_check_saw_as_evidence_beside_the_state(tmp_path,
     (bundle,) = (tmp_path / "evidence").iterdir()
     assert oct(bundle.stat().st_mode & 0o777) == "0o600" and bundle.name.endswith("-gpu-1.json")
     data = json.loads(bundle.read_text())
-    assert data["reason"] == node.reason and "reboot GPU3" in data["owed"]
+    assert data["reason"] == node.owes and "reboot GPU3" in data["owed"]
     commands = [o["command"] for o in data["outputs"]]
     assert commands[:2] == ["nvidia-smi -q -x", "dmesg"] and "ibstat" in commands
     assert any("NVRM: Xid" in o["output"] and ": 79," in o["output"] for o in data["outputs"])
     assert f"evidence: {bundle}" in capsys.readouterr().out
     history = json.loads(node.state.read_text())["node"]["history"]
     assert [e["detail"] for e in history if e["event"] == "evidence"] == [str(bundle)]
-    # Drained already: a narrower reason is not a new drain, and keeps no new bundle.
+    # The drain's reason names the bundle (its stamp: evidence/<stamp>-<node>.json beside the state).
+    stamp = bundle.name.split("-", 1)[0]
+    assert node.reason == f"gpuops-health: reboot GPU3, xid GPU3 (evidence {stamp})"
+    # Drained already: another check is not a new drain, keeps no new bundle, and names the same one.
     node.set_faults({})
     assert node.check() == 0 and len(list((tmp_path / "evidence").iterdir())) == 1
+    assert node.reason.startswith("gpuops-health: reboot GPU3") and node.reason.endswith(f" (evidence {stamp})")
     # The rest of the evidence is started apart from the check, once, for that bundle.
     ((argv, unit),) = node.spawned
     assert argv[2:] == ["--mode", "evidence", "--state", str(node.state), "--bundle", str(bundle)]
     assert unit.startswith("gpuops-evidence-")
+
+
+def test_a_drain_names_its_evidence_in_its_reason_and_the_next_drain_its_own(tmp_path):
+    node = FakeNode(tmp_path, "dgx-h100", {"lost_gpus": {"count": 1}})
+    assert node.check() == 0 and node.drained
+    (first,) = (tmp_path / "evidence").iterdir()
+    assert node.reason == f"gpuops-health: gpu_count node (evidence {first.name.split('-', 1)[0]})"
+    node.set_faults({})
+    assert node.check() == 0 and not node.drained and node.reason == ""
+    # The next drain is a new episode: a new bundle, named in its reason; the old one is not.
+    node.set_faults({"lost_gpus": {"count": 1}})
+    assert node.check() == 0 and node.drained
+    second = max((tmp_path / "evidence").iterdir())
+    assert second != first and node.reason.endswith(f" (evidence {second.name.split('-', 1)[0]})")
 
 
 BUG_REPORT = """#!/bin/sh
