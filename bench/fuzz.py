@@ -5,9 +5,10 @@ the stand-in repository's signing key (openpgp's check), for a number of seconds
 
     python bench/fuzz.py [SECONDS] [SEED]
 
-Prints the runs, the outcomes by exception type, every exception that is not the reader's own
-ParseError (the containerd plan's ValueError is its refusal), and the inputs that took longer than
-half a second. It is never a pass/fail test; the unit tests hold the cases it found.
+Prints the runs (in all and per reader), the outcomes by exception type, every exception that is
+not the reader's own refusal (ParseError; the chart readers' BundleError, the fleet loader's
+FleetError, the containerd plan's ValueError), and the inputs that took longer than half a second.
+It is never a pass/fail test; the unit tests hold the cases it found.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ sys.path.insert(0, str(ROOT / ".collections"))
 
 from ansible_collections.gpuops.cluster.plugins.module_utils import (  # noqa: E402
     apt_index,
+    bundle,
+    chart,
     dcgm,
+    fleet,
     health,
     ibstat,
     k8s,
@@ -32,6 +36,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils import (  # noqa: E
     nvidia_smi,
     openpgp,
     pci,
+    secureboot,
     slurm,
 )
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError  # noqa: E402
@@ -49,6 +54,30 @@ def health_state(text):
     return node_state.decide(state, True, node_state.reason(state, health.PREFIX), health.PREFIX)
 
 
+def chart_values(text):
+    """A chart's values.yaml (the GPU Operator's, mutated), through what the bundle takes from it."""
+    values = chart.load_yaml(text, "gpu-operator values.yaml")
+    parsed = {"name": "gpu-operator", "version": "v26.7.0", "appVersion": "v26.7.0", "dependencies": [],
+              "values": values if isinstance(values, dict) else {}, "subcharts": {}}  # fmt: skip
+    return chart.images(parsed, {}, "gpu-operator")
+
+
+def chart_index(text):
+    """A Helm repository's index.yaml (one made from the values file's text: YAML of that shape)."""
+    return chart.chart_entry(text, "https://helm.example/nvidia", "gpu-operator", "v26.7.0", "k8s_helm_repository")
+
+
+def release(text):
+    """An InRelease file, through what bundle_fetch takes from it: its signed text's checksums."""
+    return bundle.release_checksums(bundle.release_text(text, clear_signed=True))
+
+
+def fleet_record(text):
+    return fleet.parse_record(text, "gpu01", "/var/lib/gpuops/fleet/gpu01.json")
+
+
+# Each reader, the fixtures folder its inputs are mutated from, and the exception that is its own
+# refusal (ParseError where it says nothing else).
 READERS = {
     "topo": (nvidia_smi.parse_topo, "topo"),
     "smi_xml": (nvidia_smi.parse_query_xml, "smi_xml"),
@@ -81,6 +110,13 @@ READERS = {
         ),
         "ubuntu_archive",
     ),
+    "modinfo": (secureboot.parse_modinfo, "modinfo"),
+    "openssl_x509": (secureboot.parse_openssl_x509, "openssl_x509"),
+    "mokutil_test_key": (secureboot.parse_mokutil_test_key, "mokutil_test_key"),
+    "release": (release, "release"),
+    "chart_values": (chart_values, "upstream", bundle.BundleError),
+    "chart_index": (chart_index, "upstream", bundle.BundleError),
+    "fleet_record": (fleet_record, "fleet_record", fleet.FleetError),
 }
 
 
@@ -130,10 +166,10 @@ def main():
     rng = random.Random(int(sys.argv[2]) if len(sys.argv) > 2 else 1)
     corpora = {
         name: [p.read_text(errors="replace") for p in sorted((FIXTURES / folder).iterdir()) if p.is_file()]
-        for name, (_reader, folder) in READERS.items()
+        for name, (_reader, folder, *_refusal) in READERS.items()
     }
     key = KEY.read_bytes() if KEY.is_file() else None
-    outcomes, unexpected, slow = collections.Counter(), collections.Counter(), []
+    outcomes, unexpected, slow, per_reader = collections.Counter(), collections.Counter(), [], collections.Counter()
     runs, start = 0, time.monotonic()
     while time.monotonic() - start < budget:
         name = rng.choice([*READERS, "openpgp"] if key else list(READERS))
@@ -144,12 +180,16 @@ def main():
                 return openpgp.pinned_keyring(data, [ARCHIVE_FPR])
         else:
             read, given = READERS[name][0], mutate(rng.choice(corpora[name]), rng)
+        refusal = (READERS[name][2:] or (ParseError,))[0] if name in READERS else ParseError
         began = time.monotonic()
+        per_reader[name] += 1
         try:
             read(given)
             outcomes["ok"] += 1
         except ParseError:
             outcomes["ParseError"] += 1
+        except refusal as exc:
+            outcomes[type(exc).__name__] += 1
         except Exception as exc:  # counting what escapes is the point
             outcomes[type(exc).__name__] += 1
             if not (name == "containerd_plan" and isinstance(exc, ValueError)):
@@ -160,6 +200,7 @@ def main():
         runs += 1
     print(f"{runs} runs over {len(READERS) + bool(key)} readers in {budget:.0f} s")
     print("outcomes:", dict(outcomes))
+    print("runs per reader:", dict(sorted(per_reader.items())))
     print(f"exceptions other than ParseError: {sum(unexpected.values())}")
     for (name, kind, text), count in unexpected.most_common(30):
         print(f"  {count:5d}  {name}: {kind}: {text}")

@@ -11,6 +11,7 @@ Helm merges them; only what the ``values.yaml`` files cannot say is kept here, w
 
 from __future__ import annotations
 
+import gzip
 import io
 import posixpath
 import re
@@ -29,6 +30,17 @@ except ImportError:  # pragma: no cover - PyYAML comes with ansible-core on the 
 # A chart package is a few hundred KiB; a member or an index above these is not a chart repository's.
 MAX_PACKAGE = 32 * 1024 * 1024
 MAX_MEMBER = 4 * 1024 * 1024
+# What a hostile repository could make of the rest (each refused as a BundleError naming the chart):
+# a package that unpacks to more than MAX_UNPACKED (the GPU Operator's, CRDs and all, unpacks to
+# about 2 MiB; gzip reaches 1,000:1), subcharts nested deeper than MAX_CHART_DEPTH (Helm's own
+# charts nest one or two), YAML nested deeper than MAX_YAML_DEPTH (the GPU Operator's values.yaml:
+# 7 levels) or whose aliases expand to more than MAX_YAML_NODES nodes (a few aliases per level make
+# an exponential tree of a few hundred bytes; its values.yaml has about 2,000), and aliases that
+# refer to a node holding them (a structure with no end).
+MAX_UNPACKED = 64 * 1024 * 1024
+MAX_CHART_DEPTH = 4
+MAX_YAML_DEPTH = 64
+MAX_YAML_NODES = 200_000
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _REPOSITORY = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
@@ -61,12 +73,85 @@ def _need_yaml():
         raise BundleError("PyYAML is not installed on this host: install python3-yaml, then run again.")
 
 
-def _yaml(text, source):
+class _Hostile(ValueError):
+    """YAML that a chart repository has no reason to serve (the message says what)."""
+
+
+if yaml is not None:
+
+    class _Loader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
+        """PyYAML's safe loader, refusing nesting past MAX_YAML_DEPTH while it composes (before
+        Python's own recursion limit would end it in a RecursionError)."""
+
+        _depth = 0
+
+        def compose_node(self, parent, index):
+            self._depth += 1
+            try:
+                if self._depth > MAX_YAML_DEPTH:
+                    raise _Hostile(f"nested deeper than {MAX_YAML_DEPTH} levels")
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+
+def _children(node):
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _measure(root):
+    """Refuse a composed document whose aliases, expanded, make more than MAX_YAML_NODES nodes or
+    nest deeper than MAX_YAML_DEPTH, or refer to a node that holds them: linear in the document
+    (each node measured once; no recursion)."""
+    size, depth, state = {}, {}, {}
+    stack = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            kids = _children(node)
+            size[key] = 1 + sum(size[id(kid)] for kid in kids)
+            depth[key] = 1 + max((depth[id(kid)] for kid in kids), default=0)
+            state[key] = "done"
+            if size[key] > MAX_YAML_NODES:
+                raise _Hostile(f"its aliases expand to more than {MAX_YAML_NODES} nodes")
+            if depth[key] > MAX_YAML_DEPTH:
+                raise _Hostile(f"its aliases nest it deeper than {MAX_YAML_DEPTH} levels")
+            continue
+        if state.get(key) == "done":
+            continue
+        state[key] = "open"
+        stack.append((node, True))
+        for kid in _children(node):
+            if state.get(id(kid)) == "open":
+                raise _Hostile("an alias refers to a node that holds it (a structure with no end)")
+            if state.get(id(kid)) != "done":
+                stack.append((kid, False))
+
+
+def load_yaml(text, source):
+    """The YAML document of a chart repository's file (``source`` names it in each refusal), within
+    MAX_YAML_DEPTH and MAX_YAML_NODES: anything else is a BundleError."""
     _need_yaml()
+    loader = None
     try:
-        return yaml.safe_load(text)
+        loader = _Loader(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _measure(node)
+        return loader.construct_document(node)
     except yaml.YAMLError as err:
         raise BundleError(f"{source}: not YAML ({str(err).splitlines()[0]}).") from None
+    except _Hostile as err:
+        raise BundleError(f"{source}: refused: {err}; no chart's YAML is so.") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
 
 
 def chart_entry(index_text, repository, chart, version, variable):
@@ -74,7 +159,7 @@ def chart_entry(index_text, repository, chart, version, variable):
 
     The digest is the index's (Helm's own check of a package); the URL is made absolute."""
     where = f"{variable} ({repository})"
-    doc = _yaml(index_text, f"{where} index.yaml")
+    doc = load_yaml(index_text, f"{where} index.yaml")
     if not isinstance(doc, dict) or not isinstance(doc.get("entries"), dict):
         raise BundleError(f"{where}: index.yaml has no entries; is {variable} a Helm chart repository?")
     versions = doc["entries"].get(chart)
@@ -104,13 +189,34 @@ def chart_entry(index_text, repository, chart, version, variable):
     )
 
 
+class _Bounded(io.RawIOBase):
+    """A stream that refuses to give more than ``limit`` bytes of ``raw`` (a package's gzip stream)."""
+
+    def __init__(self, raw, limit):
+        super().__init__()
+        self.raw, self.left = raw, limit
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        data = self.raw.read(min(len(buffer), self.left + 1))
+        if len(data) > self.left:
+            raise _Hostile(f"it unpacks to more than {MAX_UNPACKED} bytes")
+        self.left -= len(data)
+        buffer[: len(data)] = data
+        return len(data)
+
+
 def _members(data, source):
-    """``{path: bytes}`` of the regular files of a chart package (a gzip'd tar), none larger than MAX_MEMBER."""
+    """``{path: bytes}`` of the regular files of a chart package (a gzip'd tar), none larger than
+    MAX_MEMBER, read as a stream that stops at MAX_UNPACKED bytes unpacked."""
     if len(data) > MAX_PACKAGE:
         raise BundleError(f"{source}: {len(data)} bytes, more than a chart package ({MAX_PACKAGE}).")
     out = {}
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        stream = _Bounded(gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb"), MAX_UNPACKED)
+        with tarfile.open(fileobj=io.BufferedReader(stream), mode="r|") as tar:
             for info in tar:
                 if not info.isfile() or info.size > MAX_MEMBER:
                     continue
@@ -118,27 +224,34 @@ def _members(data, source):
                 if name.startswith(("/", "..")):
                     raise BundleError(f"{source}: the member {info.name!r} climbs out of the chart.")
                 out[name] = tar.extractfile(info).read()
+    except _Hostile as err:
+        raise BundleError(f"{source}: refused: {err}; no chart package is so.") from None
     except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
         raise BundleError(f"{source}: not a chart package (a gzip'd tar): {err}.") from None
     return out
 
 
-def read_chart(data, source):
+def read_chart(data, source, depth=0):
     """``{"name", "version", "appVersion", "values", "dependencies", "subcharts": {name: chart}}`` of a
-    chart package, its subcharts (folders or packages under ``charts/``) read the same way."""
+    chart package, its subcharts (folders or packages under ``charts/``, at most MAX_CHART_DEPTH deep)
+    read the same way."""
+    if depth > MAX_CHART_DEPTH:
+        raise BundleError(f"{source}: refused: subcharts nested deeper than {MAX_CHART_DEPTH}; no chart is so.")
     files = _members(data, source)
     tops = sorted({name.split("/", 1)[0] for name in files if "/" in name})
     top = next((t for t in tops if f"{t}/Chart.yaml" in files), None)
     if top is None:
         raise BundleError(f"{source}: no Chart.yaml at the top of the package.")
-    return _chart_from(files, top, source)
+    return _chart_from(files, top, source, depth)
 
 
-def _chart_from(files, top, source):
-    meta = _yaml(files[f"{top}/Chart.yaml"].decode("utf-8", "replace"), f"{source} {top}/Chart.yaml")
+def _chart_from(files, top, source, depth=0):
+    if depth > MAX_CHART_DEPTH:
+        raise BundleError(f"{source}: refused: subcharts nested deeper than {MAX_CHART_DEPTH}; no chart is so.")
+    meta = load_yaml(files[f"{top}/Chart.yaml"].decode("utf-8", "replace"), f"{source} {top}/Chart.yaml")
     if not isinstance(meta, dict) or not meta.get("name"):
         raise BundleError(f"{source}: {top}/Chart.yaml has no name.")
-    values = _yaml(files.get(f"{top}/values.yaml", b"").decode("utf-8", "replace"), f"{source} {top}/values.yaml")
+    values = load_yaml(files.get(f"{top}/values.yaml", b"").decode("utf-8", "replace"), f"{source} {top}/values.yaml")
     chart = {
         "name": str(meta["name"]),
         "version": str(meta.get("version", "")),
@@ -153,10 +266,10 @@ def _chart_from(files, top, source):
             continue
         rest = name.replace(prefix, "", 1)
         if rest.endswith(".tgz") and "/" not in rest:
-            sub = read_chart(files[name], f"{source} {name}")
+            sub = read_chart(files[name], f"{source} {name}", depth + 1)
             chart["subcharts"][sub["name"]] = sub
         elif rest.endswith("/Chart.yaml") and rest.count("/") == 1:
-            sub = _chart_from(files, name[: -len("/Chart.yaml")], source)
+            sub = _chart_from(files, name[: -len("/Chart.yaml")], source, depth + 1)
             chart["subcharts"][sub["name"]] = sub
     return chart
 

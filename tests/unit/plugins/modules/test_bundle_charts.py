@@ -13,6 +13,7 @@ import hashlib
 import shutil
 import subprocess
 import tarfile
+import time
 import urllib.request
 
 import pytest
@@ -105,6 +106,65 @@ def test_a_package_that_is_no_chart_or_climbs_out_is_refused():
     bad = operator_package(values=VALUES.replace("version: v0.20.0", "version: 'v0.20.0 && rm'", 1))
     with pytest.raises(bundle.BundleError, match="not an image tag"):
         chart.images(chart.read_chart(bad, "x.tgz"), {}, "x.tgz")
+
+
+def alias_bomb(levels):
+    """A values.yaml of a few hundred bytes whose aliases, expanded, make a tree of 4**levels leaves."""
+    lines = ["a0: &a0 [x, x, x, x]"]
+    for level in range(1, levels + 1):
+        lines.append(f"a{level}: &a{level} [*a{level - 1}, *a{level - 1}, *a{level - 1}, *a{level - 1}]")
+    return "\n".join(lines) + "\n"
+
+
+def chart_with(values):
+    return package({"gpu-operator/Chart.yaml": "name: gpu-operator\nversion: v1\n", "gpu-operator/values.yaml": values})
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        # Issue 59: 296 bytes took 0.5 s at 9 levels, four times longer at each more; now refused at once.
+        (alias_bomb(12), "its aliases expand to more than 200000 nodes"),
+        # A RecursionError before: nesting deeper than Python's recursion limit.
+        ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than 64 levels"),
+        ("a:\n" + "".join(" " * (2 * n) + f"  k{n}:\n" for n in range(100)) + " " * 202 + "v\n", "deeper than 64"),
+        # Aliases that reach past the depth bound though each anchor is shallow.
+        ("".join(f"a{n}: &a{n} {{k: {'*a' + str(n - 1) if n else 1}}}\n" for n in range(70)), "aliases nest it deeper"),
+        # A structure with no end: an alias inside the node it names.
+        ("a: &a [*a]\n", "a structure with no end"),
+        ("a: &a {k: *a}\n", "a structure with no end"),
+    ],
+)
+def test_hostile_values_are_refused_at_once_naming_the_chart(values, message):
+    began = time.monotonic()
+    with pytest.raises(bundle.BundleError, match=message) as err:
+        chart.read_chart(chart_with(values), "gpu-operator-v26.7.0.tgz")
+    assert str(err.value).startswith("gpu-operator-v26.7.0.tgz gpu-operator/values.yaml: refused: ")
+    assert time.monotonic() - began < 2
+
+
+def test_a_hostile_index_is_refused_naming_the_repository_variable():
+    with pytest.raises(bundle.BundleError, match=r"k8s_platform_helm_repository .* refused: its aliases expand"):
+        chart.chart_entry(
+            "entries: {}\n" + alias_bomb(12), "https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v26.7.0",
+            "k8s_platform_helm_repository",
+        )  # fmt: skip
+
+
+def test_a_package_that_unpacks_past_the_bound_or_nests_too_deep_is_refused(monkeypatch):
+    # 1,000:1: a member of zeros far larger than any chart, skipped as a member but still unpacked before.
+    zeros = package({"gpu-operator/Chart.yaml": "name: gpu-operator\n", "gpu-operator/crds/big.bin": bytes(70 << 20)})
+    assert len(zeros) < 200_000
+    with pytest.raises(bundle.BundleError, match=r"x\.tgz: refused: it unpacks to more than 67108864 bytes"):
+        chart.read_chart(zeros, "x.tgz")
+    # Subcharts nested in subcharts (each a package inside the one above).
+    nested = package({"c5/Chart.yaml": "name: c5\n"})
+    for level in range(4, -1, -1):
+        nested = package({f"c{level}/Chart.yaml": f"name: c{level}\n", f"c{level}/charts/c{level + 1}.tgz": nested})
+    with pytest.raises(bundle.BundleError, match="subcharts nested deeper than 4"):
+        chart.read_chart(nested, "x.tgz")
+    monkeypatch.setattr(chart, "MAX_CHART_DEPTH", 5)
+    assert chart.read_chart(nested, "x.tgz")["name"] == "c0"
 
 
 # --- the modules, against a stand-in chart repository and a real registry ------------------------------
