@@ -58,7 +58,7 @@ ANSIBLE_CORES := 2.19.14 2.20.10
 TIMES ?= $(CACHE)/test-times.tsv
 export TIMES
 
-.PHONY: help test test-matrix lint sanity unit galaxy core-matrix molecule demo demo-down bench bench-fleet bench-bundle bench-heal fuzz venv docker image gpusim-repo gpusim-profiles stack-spec role-docs build clean
+.PHONY: help test test-matrix lint sanity unit galaxy core-matrix molecule demo demo-down bench bench-fleet bench-fleet-paper bench-bundle bench-heal fuzz venv docker image gpusim-repo gpusim-profiles stack-spec role-docs build clean
 
 help:
 	@echo "make demo [DEMO_DISTRO=ubuntu2404]  a simulated GPU cluster in Docker, set up by site.yml (again: re-apply)"
@@ -71,6 +71,7 @@ help:
 	@echo "make test-matrix             every scenario on Debian 12 and 13, Ubuntu 22.04 and 24.04 (hours)"
 	@echo "make bench                   time a no-op site.yml run on the demo cluster (bench/run.py)"
 	@echo "make bench-fleet             the slurm role over 4, 8 and 16 simulated GPU nodes (bench/fleet.py)"
+	@echo "make bench-fleet-paper       a recorded fleet of 1,000 and 10,000 nodes on the controller, no Docker"
 	@echo "make bench-bundle            the air-gap manifest over 10, 100 and 1000 declared hosts (bench/bundle.py)"
 	@echo "make bench-heal              a month of faults on 1000 nodes through the node state machine (bench/heal.py)"
 	@echo "make fuzz [FUZZ_SECONDS=240]  mutations of the real captures through every reader (bench/fuzz.py)"
@@ -220,6 +221,12 @@ bench: venv docker $(IMAGE_TARGET) gpusim-repo
 # --limit (bench/fleet.py; about 30 minutes on 2 cores). BENCH_ARGS: --sizes 4,8 --keep.
 bench-fleet: venv docker $(IMAGE_TARGET) gpusim-repo
 	$(BIN)/python bench/fleet.py $(BENCH_ARGS)
+
+# What a run does on the controller with a recorded fleet of 1,000 and 10,000 nodes, no Docker
+# (bench/fleet_paper.py; about 2 minutes). PAPER_SIZES=100,1000.
+PAPER_SIZES ?= 1000,10000
+bench-fleet-paper: venv
+	$(BIN)/python bench/fleet.py --paper $(PAPER_SIZES)
 
 # The air-gap manifest over fleets of 10, 100 and 1000 declared hosts against a CUDA-sized index
 # (bench/bundle.py; seconds). BENCH_ARGS: --hosts 100,500 --stanzas 40000.

@@ -4,6 +4,7 @@
 
     make bench-fleet                         # N = 4, 8 and 16
     python bench/fleet.py [--sizes 4,8,16] [--keep]
+    python bench/fleet.py --paper 1000,10000   # no Docker: a recorded fleet on the controller
 
 Brings up a Slurm controller and max(N) + 1 light GPU nodes (pcie-l40s, the stand-in driver) as
 containers, then for each N: converges the first N nodes (not timed: nodes joining), and times
@@ -143,7 +144,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="4,8,16", help="fleet sizes, comma-separated (default 4,8,16)")
     parser.add_argument("--keep", action="store_true", help="leave the containers up at the end")
+    parser.add_argument(
+        "--paper",
+        metavar="SIZES",
+        help="no Docker: what a run does on the controller with a recorded fleet of these sizes (bench/fleet_paper.py)",
+    )
     args = parser.parse_args()
+    if args.paper:
+        sys.path.insert(0, str(ROOT / "bench"))
+        import fleet_paper  # noqa: PLC0415 - the mode without Docker, its own module
+
+        fleet_paper.main([int(size) for size in args.paper.split(",")])
+        return
     sizes = sorted({int(size) for size in args.sizes.split(",")})
     for name in ("MOLECULE_IMAGE", "GPUSIM_REPO_DIR"):
         if not os.environ.get(name):

@@ -104,6 +104,18 @@ class Node:
     def now():
         return time.time()
 
+    def booted_at(self, config):
+        """When this boot began, in seconds since the epoch, or None: the kernel's (``btime`` in
+        /proc/stat), or the time a stand-in's boot id file (``boot_id_file`` outside /proc) was written."""
+        path = (config or {}).get("boot_id_file") or ""
+        if path and not path.startswith("/proc/"):
+            try:
+                return os.stat(path).st_mtime
+            except OSError:
+                return None
+        found = re.search(r"^btime (\d+)$", self.file("/proc/stat") or "", re.M)
+        return int(found.group(1)) if found else None
+
     def follow(self):
         """The kernel log as it grows (``dmesg -w``, else ``journalctl -k -f``): a process whose stdout
         (bytes, unbuffered) carries it, or None where neither can follow it."""
@@ -421,10 +433,37 @@ def main(argv=None, node=None):  # noqa: PLR0911 - one exit status per mode
     return 0
 
 
+# The slurm role's per-job GPU series (its Prolog writes gpuops-slurm-job-<id>.prom into the node
+# exporter's textfile folder, its Epilog removes it).
+JOB_SERIES = re.compile(r"gpuops-slurm-job-\d+\.prom\Z")
+
+
+def _tidy_job_series(node, config):
+    """Remove the per-job GPU series written before this boot: no job survives a reboot, and a node
+    that crashed never ran those jobs' Epilog, so their series would keep the dead jobs on the node's
+    GPUs on every dashboard. Local only (no call to slurmctld); a series of this boot is the Epilog's."""
+    folder = config.get("textfile_dir")
+    booted = node.booted_at(config) if folder else None
+    if booted is None:
+        return
+    try:
+        entries = [entry for entry in os.scandir(folder) if JOB_SERIES.match(entry.name)]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.stat().st_mtime < booted:
+                os.unlink(entry.path)
+                _say(f"gpuops-health: removed {entry.name}: its job ran before this boot (its Epilog never ran)")
+        except OSError:
+            continue
+
+
 def _slurm(args, node, config, state, seen, records, lost, started):  # noqa: PLR0917 - the run's parts, named
     """Slurm mode: drain, keep or resume the node, as the node state decides, within the budget; then
     the repair ladder's first rung: the GPU resets it owes, once the node is drained and idle."""
     config = config or {}
+    _tidy_job_series(node, config)
     name = config.get("node") or socket.gethostname().split(".")[0]
     text, reason = node.slurm(["sinfo", "-h", "-N", "-n", name, "-o", "%N|%t|%E"])
     if text is None:

@@ -89,6 +89,10 @@ class FakeNode(cli.Node):
             )
         )
 
+    def booted_at(self, _config):
+        """This boot's start: an hour ago, until a test says otherwise."""
+        return getattr(self, "boot_time", time.time() - 3600)
+
     @property
     def owes(self):
         """The drain reason without its evidence bundle's stamp (test_a_drain_names_its_evidence_in_its_reason)."""
@@ -1179,3 +1183,37 @@ def test_the_evidence_mode_takes_only_a_bundle_of_the_evidence_folder(tmp_path, 
     assert cli.collect(args, node) == 2
     assert "evidence bundle" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "evidence").iterdir()] == []
+
+
+def test_the_per_job_series_of_jobs_from_before_this_boot_are_removed(tmp_path, capsys):
+    """Issue 59: a node that crashed never ran its jobs' Epilog; their per-job GPU series (the slurm
+    role's Prolog writes them into the textfile folder) stayed on the dashboard for good."""
+    node = FakeNode(tmp_path, "pcie-l40s")
+    folder = tmp_path / "node-exporter"
+    folder.mkdir()
+    config = json.loads(node.config.read_text())
+    node.config.write_text(json.dumps(dict(config, textfile_dir=str(folder))))
+    node.boot_time = time.time() - 600
+    crashed, running = folder / "gpuops-slurm-job-4711.prom", folder / "gpuops-slurm-job-4712.prom"
+    for path in (crashed, running, folder / "site-own.prom"):
+        path.write_text('gpuops_slurm_job_gpu_info{jobid="1",gpu="0"} 1\n')
+    os.utime(crashed, (time.time() - 7200, time.time() - 7200))  # written before this boot
+    os.utime(folder / "site-own.prom", (time.time() - 7200, time.time() - 7200))  # not ours: kept
+    assert node.check() == 0
+    assert sorted(p.name for p in folder.iterdir()) == [h.TEXTFILE, "gpuops-slurm-job-4712.prom", "site-own.prom"]
+    assert "removed gpuops-slurm-job-4711.prom: its job ran before this boot" in capsys.readouterr().out
+    # The report mode changes nothing; a node whose boot time cannot be read removes nothing.
+    os.utime(running, (time.time() - 7200, time.time() - 7200))
+    assert node.check("report") == 0 and running.exists()
+    node.boot_time = None
+    assert node.check() == 0 and running.exists()
+
+
+def test_the_boot_time_is_the_kernel_s_or_the_stand_in_boot_id_file_s(tmp_path):
+    node = cli.Node()
+    assert node.booted_at({}) == int(re.search(r"^btime (\d+)$", Path("/proc/stat").read_text(), re.M).group(1))
+    boot = tmp_path / "boot_id"
+    boot.write_text("b-2\n")
+    os.utime(boot, (1_800_000_000, 1_800_000_000))
+    assert node.booted_at({"boot_id_file": str(boot)}) == 1_800_000_000
+    assert node.booted_at({"boot_id_file": str(tmp_path / "none")}) is None
