@@ -7,8 +7,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import tarfile
+from pathlib import Path
 
+import pytest
 import yaml
 from conftest import ROOT
 
@@ -138,6 +141,12 @@ def test_version_added_matches_the_release_that_brought_the_plugin():
             )
 
 
+# site.yml's roles call community.general, which the core matrix's environments (ansible-core alone)
+# do not carry; make unit's (the ansible package) does.
+COMMUNITY_GENERAL = any((Path(p) / "ansible_collections" / "community" / "general").is_dir() for p in sys.path)
+
+
+@pytest.mark.skipif(not COMMUNITY_GENERAL, reason="site.yml's roles need community.general")
 def test_the_seed_command_runs_from_a_checkout():
     """``ansible-playbook site.yml -i inventories/hk`` from the repository's root, as the README
     says: the playbook is there (playbooks/site.yml through the root's site.yml) and reaches every
