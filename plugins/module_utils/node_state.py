@@ -512,9 +512,12 @@ def evidence_id(state):
         if event.get("event") == "resume":
             found = None
         elif event.get("event") == "evidence":
-            stem = os.path.basename(str(event.get("detail") or ""))
-            found = stem.split("-", 1)[0] or None
+            stamp = _EVIDENCE_STAMP.match(os.path.basename(str(event.get("detail") or "")))
+            found = stamp.group(1) if stamp else None
     return found
+
+
+_EVIDENCE_STAMP = re.compile(r"(\d{8}T\d{6}Z)-")
 
 
 def reason(state, prefix, limit=200):

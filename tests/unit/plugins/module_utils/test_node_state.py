@@ -243,3 +243,21 @@ def test_each_repair_is_timed_with_the_strongest_action_its_faults_owed():
     assert ns.timing(state)["last_repair_s"] == 30 and ns.timing(state)["last_repair_class"] == "check"
     state["history"] = state["history"][:3]
     assert (ns.timing(state)["last_repair_s"], ns.timing(state)["last_repair_class"]) == (600, "reboot")
+
+
+def test_the_reason_names_an_evidence_bundle_only_by_its_stamp_and_stays_within_its_limit():
+    state = ns.advance(ns.new_state("b1"), [], [ns.fault("reboot", "GPU0", "Xid 79")], boot_id="b1", now=10.0)
+    named = ns.with_event(state, 11.0, "evidence", "/var/lib/gpuops/evidence/20261205T031500Z-gpu07.json")
+    assert ns.reason(named, "gpuops-health: ") == "gpuops-health: reboot GPU0 (evidence 20261205T031500Z)"
+    # A detail of another shape (a state file written by hand) names nothing, and never lengthens the reason.
+    odd = ns.with_event(state, 11.0, "evidence", "x" * 300)
+    assert ns.reason(odd, "gpuops-health: ") == "gpuops-health: reboot GPU0"
+    many = ns.advance(
+        named, [], [ns.fault("reset", f"GPU{n}", "Xid 48 " * 10) for n in range(40)], boot_id="b1", now=12.0
+    )
+    assert len(ns.reason(many, "gpuops-health: ")) <= 200 and ns.reason(many, "gpuops-health: ").endswith(
+        " more (evidence 20261205T031500Z)"
+    )
+    # A resume ends the episode: the next drain names its own bundle or none.
+    resumed = ns.with_event(named, 13.0, "resume", "")
+    assert ns.evidence_id(resumed) is None
