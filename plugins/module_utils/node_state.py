@@ -504,6 +504,9 @@ def owed_records(state, record):
     return out
 
 
+_EVIDENCE_STAMP = re.compile(r"(\d{8}T\d{6}Z)-")
+
+
 def evidence_id(state):
     """The evidence bundle of the node's current drain (the stamp of ``evidence/<stamp>-<node>.json``
     beside the state file), from the history's last ``evidence`` event since its last resume; or None."""
@@ -515,9 +518,6 @@ def evidence_id(state):
             stamp = _EVIDENCE_STAMP.match(os.path.basename(str(event.get("detail") or "")))
             found = stamp.group(1) if stamp else None
     return found
-
-
-_EVIDENCE_STAMP = re.compile(r"(\d{8}T\d{6}Z)-")
 
 
 def reason(state, prefix, limit=200):
