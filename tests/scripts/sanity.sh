@@ -19,13 +19,14 @@ else
   core=$(grep -E '^ansible-core==' "$top/requirements.txt")
   venv="$top/.cache/sanity-venv"
 fi
-if [ ! -x "$venv/bin/ansible-test" ] || [ "$(cat "$venv/.core" 2>/dev/null)" != "$core" ]; then
-  interpreter=$("$top/tests/scripts/core-python.sh" "${core#ansible-core==}")
-  echo "==> creating $venv with $core ($("$interpreter" --version))"
+interpreter=$("$top/tests/scripts/core-python.sh" "${core#ansible-core==}")
+want="$core $("$interpreter" --version)"
+if [ ! -x "$venv/bin/ansible-test" ] || [ "$(cat "$venv/.core" 2>/dev/null)" != "$want" ]; then
+  echo "==> creating $venv with $want"
   rm -rf "$venv"
   "$interpreter" -m venv "$venv"
   "$top/tests/scripts/venv-install.sh" "$venv" "$core"
-  echo "$core" >"$venv/.core"
+  echo "$want" >"$venv/.core"
 fi
 export PATH="$venv/bin:$PATH"
 # core-matrix.sh makes a core's virtualenv this way before its unit tests, and runs sanity later.
