@@ -1,5 +1,5 @@
 # gpuops.cluster — developer entry points. `make test` runs every tier; each tier runs alone too:
-#   make lint | sanity | unit | galaxy | core-matrix | molecule [SCENARIO=name]
+#   make lint | sanity | unit | galaxy | docs | core-matrix | install-matrix | molecule [SCENARIO=name]
 # Everything Python lives in .venv (from requirements.txt); nothing is installed globally by pip.
 
 SHELL := /bin/bash
@@ -53,12 +53,15 @@ GPUSIM_SOURCES := $(wildcard tests/gpusim/repo/*.py tests/gpusim/keys/*.asc)
 # The supported ansible-core releases older than requirements.txt's pin (meta/runtime.yml's range):
 # make core-matrix runs sanity and the unit tests on each.
 ANSIBLE_CORES := 2.19.14 2.20.10
+# The community bundle (the `ansible` package) of each supported core, 2.19 to 2.21: make
+# install-matrix installs the built tarball offline beside each alone and parses site.yml there.
+ANSIBLE_BUNDLES := 12.3.0 13.8.0 14.5.0
 
 # make test writes one row per step here (tests/scripts/test_times.py) and prints the table at the end.
 TIMES ?= $(CACHE)/test-times.tsv
 export TIMES
 
-.PHONY: help test test-matrix lint sanity unit galaxy core-matrix molecule demo demo-down bench bench-fleet bench-fleet-paper bench-bundle bench-heal fuzz venv docker image gpusim-repo gpusim-profiles stack-spec role-docs build clean
+.PHONY: help test test-matrix lint sanity unit galaxy docs core-matrix install-matrix molecule demo demo-down bench bench-fleet bench-fleet-paper bench-bundle bench-heal fuzz venv docker image gpusim-repo gpusim-profiles stack-spec role-docs build clean
 
 help:
 	@echo "make demo [DEMO_DISTRO=ubuntu2404]  a simulated GPU cluster in Docker, set up by site.yml (again: re-apply)"
@@ -66,7 +69,9 @@ help:
 	@echo "make test                    every tier: lint, sanity, unit, molecule"
 	@echo "make lint | sanity | unit    one tier"
 	@echo "make galaxy                  galaxy-importer (Automation Hub's rules) and antsibull-docs on the built collection"
+	@echo "make docs                    the docsite in .cache/docs/html (antsibull-docs, Sphinx), rendered and checked"
 	@echo "make core-matrix             sanity and unit tests on ansible-core $(ANSIBLE_CORES)"
+	@echo "make install-matrix          the built tarball installed offline with ansible $(ANSIBLE_BUNDLES) alone; site.yml parsed"
 	@echo "make molecule [SCENARIO=x]   Molecule scenarios (all, or one; x@ubuntu2404 on that platform)"
 	@echo "make test-matrix             every scenario on Debian 12 and 13, Ubuntu 22.04 and 24.04 (hours)"
 	@echo "make bench                   time a no-op site.yml run on the demo cluster (bench/run.py)"
@@ -87,7 +92,7 @@ help:
 # keep both cores busy. A third job, or tiers beside it, slow every scenario: the core matrix beside
 # Molecule at the lowest priority (nice 19, its own scheduler group) made Molecule 413 s slower, about
 # the matrix's own time, and its unit tests missed hypothesis deadlines.
-TIER_GROUPS := "lint sanity" "unit galaxy" core-matrix
+TIER_GROUPS := "lint sanity docs" "unit galaxy" "core-matrix install-matrix"
 test:
 	@mkdir -p $(CACHE); rm -f $(TIMES); \
 	trap 'python3 tests/scripts/test_times.py report $(TIMES)' EXIT; \
@@ -163,6 +168,17 @@ sanity: venv
 galaxy: venv
 	tests/scripts/galaxy.sh
 
+# The docsite (guides and every module, filter and role page; Sphinx warnings are errors) in
+# .cache/docs/html, and a headless Chromium's pictures of its index and a role page, checked
+# (tests/scripts/docs.sh).
+docs: venv
+	tests/scripts/docs.sh
+
+# The version contract as a user meets it: each supported core's community bundle alone installs the
+# built tarball offline and parses site.yml (tests/scripts/install-matrix.sh).
+install-matrix: venv
+	tests/scripts/install-matrix.sh $(ANSIBLE_BUNDLES)
+
 # ansible-test sanity and the unit tests on the other supported cores (tests/scripts/core-matrix.sh).
 core-matrix: venv
 	tests/scripts/core-matrix.sh $(ANSIBLE_CORES)
@@ -208,13 +224,16 @@ test-matrix: venv docker gpusim-repo
 
 # The demo cluster: inventories/demo as containers, site.yml applied, a summary printed. The time
 # printed includes building what it needs (virtualenv, base image, stand-in repository).
+# The demo builds its own platform's base image only (not every platform make test's scenarios use).
+DEMO_IMAGE := $(if $(IMAGE_TARGET),$(MAKE) --no-print-directory image SCENARIO=demo@$(MOLECULE_DISTRO),true)
 demo:
-	@start=$$(date +%s); $(MAKE) --no-print-directory venv docker $(IMAGE_TARGET) gpusim-repo; \
+	@start=$$(date +%s); $(MAKE) --no-print-directory venv docker gpusim-repo; $(DEMO_IMAGE); \
 	  tests/scripts/demo.sh up "$$start"
 
 # A benchmark, not a test: brings the demo cluster up first if it is not (make demo), then times
 # a no-op run of site.yml on it. BENCH_ARGS passes options (--runs 3, --top 20, --connection FILE).
-bench: venv docker $(IMAGE_TARGET) gpusim-repo
+bench: venv docker gpusim-repo
+	@$(DEMO_IMAGE)
 	$(BIN)/python bench/run.py --up $(BENCH_ARGS)
 
 # The slurm role over 4, 8 and 16 simulated GPU nodes: a no-op run, one node down, one added with

@@ -65,6 +65,10 @@ up)
   echo
   echo "Validation report (site.yml's last step): $PWD/$state/validate-report/validation.html"
   echo "Log in: docker exec -it gpuops-demo-head bash    (then: sinfo; srun --gres=gpu:l40s:2 printenv CUDA_VISIBLE_DEVICES)"
+  # The demo's hosts are containers: its connection inventory comes with inventories/demo. From the
+  # checkout's root (its ansible.cfg), with the project's virtualenv, in any shell.
+  echo "Run site.yml yourself (from any shell):"
+  echo "  cd $PWD && .venv/bin/ansible-playbook site.yml -i inventories/demo/hosts.yml -i tests/demo/connection.yml [--check --diff]"
   echo "Again:  make demo        Remove: make demo-down"
   if [ "$run" = again ] && ((changed != 0)); then
     echo "WARNING: site.yml changed $changed things on a converged cluster; $state/site.log says which." >&2

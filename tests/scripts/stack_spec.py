@@ -6,6 +6,9 @@ not prefixed ``preflight_``). This writes what is derived from that declaration,
     plugins/module_utils/stack_spec.py   STACK_SPEC, the argument spec stack_check takes
     plugins/doc_fragments/stack.py       stack_check's documentation of those options
     roles/preflight/defaults/main.yml    the defaults, between the "stack" markers
+    roles/ROLE/meta/argument_specs.yml   the role that installs what a stack variable pins documents
+                                         it too (ansible-doc -t role), between the "stack" markers:
+                                         a copy of preflight's entry, saying where it is declared
 
     python tests/scripts/stack_spec.py           # write them (make stack-spec)
     python tests/scripts/stack_spec.py --check   # fail when one differs (make lint)
@@ -104,14 +107,55 @@ def defaults_block(options):
     return "".join(f"{name}: {scalar(spec.get('default'))}\n" for name, spec in options.items())
 
 
+# The role that installs what each stack variable pins, by the variable's prefix.
+USED_BY = {"nvidia_driver_": "nvidia_driver", "cudnn_": "cudnn", "cuda_": "cuda", "nccl_": "nccl", "ofed_": "ofed",
+           "dcgm_": "dcgm"}  # fmt: skip
+WHERE = (
+    "Declared once, in gpuops.cluster.preflight, which checks it against the node before any change; this "
+    "role installs what preflight resolved from it (gpuops_stack)."
+)
+INDENT = " " * 6  # an option's indentation under argument_specs.main.options
+
+
+class _Indented(yaml.SafeDumper):
+    """A list indented under its key, as yamllint's rules (and the rest of the specs) want it."""
+
+    def increase_indent(self, flow=False, indentless=False):
+        return super().increase_indent(flow, False)
+
+
+def role_of(name):
+    return next(role for prefix, role in USED_BY.items() if name.startswith(prefix))
+
+
+def role_block(options, role):
+    """The stack variables ``role`` uses, as entries of its argument spec's options."""
+    entries = {}
+    for name, spec in options.items():
+        if role_of(name) != role:
+            continue
+        text = spec["description"] if isinstance(spec["description"], list) else [spec["description"]]
+        entry = {key: spec[key] for key in ("type", "elements", "choices") if key in spec}
+        entry["description"] = [WHERE, *text]
+        if spec.get("default") is not None:
+            entry["default"] = spec["default"]
+        entries[name] = entry
+    body = yaml.dump(entries, Dumper=_Indented, sort_keys=False, default_flow_style=False, width=100 - len(INDENT))
+    return "".join(INDENT + line + "\n" for line in body.splitlines())
+
+
 def outputs():
     options = stack_options()
     defaults = ROOT / "roles" / "preflight" / "defaults" / "main.yml"
-    return {
+    written = {
         ROOT / "plugins" / "module_utils" / "stack_spec.py": module_utils(options),
         ROOT / "plugins" / "doc_fragments" / "stack.py": doc_fragment(options),
         defaults: between(defaults.read_text(), defaults_block(options), f"# {BEGIN}", f"# {END}"),
     }
+    for role in sorted(set(USED_BY.values())):
+        specs = ROOT / "roles" / role / "meta" / "argument_specs.yml"
+        written[specs] = between(specs.read_text(), role_block(options, role), f"{INDENT}# {BEGIN}", f"{INDENT}# {END}")
+    return written
 
 
 def main():

@@ -18,10 +18,14 @@ from conftest import ROOT
 ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks" / "main.yml").exists())
 
 
-def role_files(role):
+def role_files(role, stack=False):
+    """The role's folder, its defaults and its main argument spec's options; an install role's copies
+    of the stack variables (documentation, written by make stack-spec) only with ``stack``."""
     base = ROOT / "roles" / role
     defaults = yaml.safe_load((base / "defaults" / "main.yml").read_text()) or {}
     specs = yaml.safe_load((base / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    if not stack and role != "preflight":
+        specs = {name: spec for name, spec in specs.items() if name not in STACK_VARIABLES}
     return base, defaults, specs
 
 
@@ -83,14 +87,23 @@ def test_readme_documents_every_public_variable(role):
 
 
 def test_stack_variables_are_declared_once_in_preflight():
-    """No install role declares a stack variable; preflight's task passes each one to stack_check."""
+    """No install role declares a stack variable (no default of its own); the one role that installs
+    what a variable pins documents it with preflight's entry (ansible-doc -t role shows it there);
+    preflight's task passes each one to stack_check."""
     _base, _defaults, specs = role_files("preflight")
     assert set(STACK_VARIABLES) == {name for name in specs if not name.startswith("preflight_")}
+    documented = []
     for role in ROLES:
         if role == "preflight":
             continue
-        _base, defaults, specs = role_files(role)
-        assert not set(STACK_VARIABLES) & (set(defaults) | set(specs)), role
+        _base, defaults, with_stack = role_files(role, stack=True)
+        assert not set(STACK_VARIABLES) & set(defaults), role
+        for name in set(STACK_VARIABLES) & set(with_stack):
+            documented.append(name)
+            assert with_stack[name]["description"][0].startswith("Declared once, in gpuops.cluster.preflight"), name
+            assert with_stack[name].get("default") == specs[name].get("default"), (role, name)
+            assert with_stack[name]["type"] == specs[name]["type"], (role, name)
+    assert sorted(documented) == sorted(STACK_VARIABLES)
     tasks = yaml.safe_load((ROOT / "roles" / "preflight" / "tasks" / "stack.yml").read_text())
     (check,) = [t for t in tasks if "gpuops.cluster.stack_check" in t]
     passed = {name for name in check["gpuops.cluster.stack_check"] if name in STACK_VARIABLES}
