@@ -15,7 +15,8 @@ collection's own code:
   pairs     the NCCL pairs and whole-fabric runs validation plans (nccl_multi_plan)
 
 and prints the seconds of each, the total, the time per node, and the peak memory Python
-allocated (tracemalloc). Targets (issue 61): 1 s at 1,000 nodes, 10 s at 10,000, linear or
+allocated (tracemalloc, in a second run: it slows Python several times over, so the times come from
+a run without it). Targets (issue 61): 1 s at 1,000 nodes, 10 s at 10,000, linear or
 better. A benchmark prints numbers; it is never a pass/fail test."""
 
 from __future__ import annotations
@@ -134,15 +135,18 @@ def role_variables(role):
     return trusted(values)
 
 
-def run(count):
-    """The seconds of each step over a fleet of ``count`` nodes, and the peak memory allocated."""
+def run(count, trace=False):
+    """The seconds of each step over a fleet of ``count`` nodes; with ``trace``, the peak memory
+    allocated instead (tracemalloc slows Python several times over, so the times come from a run
+    without it)."""
     fleet_records = records(count)
     names = sorted(fleet_records)
     folder = Path(tempfile.mkdtemp(prefix="gpuops-fleet-paper-"))
     try:
         for name, record in fleet_records.items():
             (folder / fleet.file_name(name)).write_text(fleet.render_record(record))
-        tracemalloc.start()
+        if trace:
+            tracemalloc.start()
         took = {}
         began = time.perf_counter()
         stored = {}
@@ -191,8 +195,10 @@ def run(count):
         health = {name: dict(record["sections"]["validation"]["data"], checks=[]) for name, record in stored.items()}
         pairs = validation.multi_node_plan(health)
         took["pairs"] = time.perf_counter() - began
-        _current, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
+        peak = None
+        if trace:
+            _current, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
         sizes = {
             "slurm.conf lines": slurm_conf.count("\nNodeName="),
             "gres.conf lines": gres_conf.count("\nNodeName="),
@@ -210,7 +216,8 @@ def main(sizes):
     print(f"{'nodes':>7} {'read':>7} {'merge':>7} {'slurm':>7} {'scrape':>7} {'pairs':>7} {'total':>7} "
           f"{'ms/node':>8} {'peak MiB':>9}  what came out")  # fmt: skip
     for count in sizes:
-        took, peak, sizes_out = run(count)
+        took, _none, sizes_out = run(count)
+        _took, peak, _sizes = run(count, trace=True)
         total = sum(took.values())
         print(
             f"{count:>7} " + " ".join(f"{took[step]:>7.2f}" for step in ("read", "merge", "slurm", "scrape", "pairs"))

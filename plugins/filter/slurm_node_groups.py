@@ -39,7 +39,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.cluster.plugins.module_utils.hostlist import HostlistError
-from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import group_nodes
+from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import group_nodes, plain_data
 
 
 def slurm_node_groups(specs):
@@ -48,7 +48,7 @@ def slurm_node_groups(specs):
             f"slurm_node_groups: expected a mapping of host to description, got {type(specs).__name__}"
         )
     try:
-        return group_nodes(dict(specs))
+        return group_nodes(plain_data(specs))
     except HostlistError as err:
         raise AnsibleFilterError(f"slurm_node_groups: {err}") from err
 

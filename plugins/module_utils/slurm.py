@@ -18,6 +18,9 @@ becomes ``Cores=0-55``.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+
 from ansible_collections.gpuops.cluster.plugins.module_utils import mig
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError, text_lines
 from ansible_collections.gpuops.cluster.plugins.module_utils.hostlist import hostlist_compress
@@ -284,18 +287,33 @@ def node_spec(lscpu_text, nvidia_gpu, memtotal_mib, *, reserve_percent=5, reserv
     return spec
 
 
+def plain_data(value):
+    """A copy of ``value`` as plain dicts, lists, strings and numbers. A filter gets its argument as
+    the templating engine's lazy containers, which render a value each time it is read: comparing
+    descriptions read each of their values again per comparison (at 1,000 nodes, 250,000 reads and
+    6 s). The copy reads each value once."""
+    if isinstance(value, Mapping):
+        return {str(key): plain_data(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_data(item) for item in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    # A tagged str, int or float as its plain type (the tags mark where a value came from).
+    for kind in (str, int, float):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
 def group_nodes(specs):
-    """Hosts with equal descriptions on one line: [{"nodes": "gpu[01-08]", "spec": {...}}, ...]."""
-    groups = []
+    """Hosts with equal descriptions on one line: [{"nodes": "gpu[01-08]", "spec": {...}}, ...], the
+    hosts grouped by their description's canonical JSON (one pass, however many groups)."""
+    groups = {}
     for host in sorted(specs):
-        for group in groups:
-            if group["spec"] == specs[host]:
-                group["hosts"].append(host)
-                break
-        else:
-            groups.append({"hosts": [host], "spec": specs[host]})
+        key = json.dumps(specs[host], sort_keys=True, default=str)
+        groups.setdefault(key, {"hosts": [], "spec": specs[host]})["hosts"].append(host)
     return sorted(
-        ({"nodes": hostlist_compress(group["hosts"]), "spec": group["spec"]} for group in groups),
+        ({"nodes": hostlist_compress(group["hosts"]), "spec": group["spec"]} for group in groups.values()),
         key=lambda group: group["nodes"],
     )
 

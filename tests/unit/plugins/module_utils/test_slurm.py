@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
 from ansible_collections.gpuops.cluster.plugins.filter.slurm_node_groups import slurm_node_groups
 from ansible_collections.gpuops.cluster.plugins.filter.slurm_node_spec import slurm_node_spec
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
@@ -212,6 +214,18 @@ def test_groups_identical_hosts_on_one_hostlist():
     assert [group["nodes"] for group in groups] == ["gpu05,inf[1-2]", "gpu[01-04,07-10]"]
     assert groups[1]["spec"] == h100
     assert group_nodes({}) == []
+
+
+def test_groups_through_the_templating_engine_read_each_description_once():
+    """In a template the filter gets lazy containers; it copies them to plain data once, groups
+    descriptions equal whatever their key order, and returns plain dicts."""
+    h100 = node_spec(profile("dgx-h100", "lscpu-p.txt"), profile_gpu_facts("dgx-h100"), 2063937)
+    reordered = dict(reversed(list(h100.items())))
+    specs = {"gpu01": h100, "gpu02": reordered, "gpu03": dict(h100, real_memory=1)}
+    templar = Templar(loader=DataLoader(), variables={"specs": specs})
+    groups = templar.template(trust_as_template("{{ specs | gpuops.cluster.slurm_node_groups }}"))
+    assert [group["nodes"] for group in groups] == ["gpu03", "gpu[01-02]"]
+    assert groups[1]["spec"] == h100 and type(groups[1]["spec"]) is dict
 
 
 def test_groups_refuse_a_list():
