@@ -225,7 +225,7 @@ def test_groups_through_the_templating_engine_read_each_description_once():
     templar = Templar(loader=DataLoader(), variables={"specs": specs})
     groups = templar.template(trust_as_template("{{ specs | gpuops.cluster.slurm_node_groups }}"))
     assert [group["nodes"] for group in groups] == ["gpu03", "gpu[01-02]"]
-    assert groups[1]["spec"] == h100 and type(groups[1]["spec"]) is dict
+    assert groups[1]["spec"] == h100 and isinstance(groups[1]["spec"], dict)
 
 
 def test_groups_refuse_a_list():
