@@ -9,10 +9,13 @@ scrape and a validation record each) into a temporary folder, then times, each w
 collection's own code:
 
   read      every record read and checked (fleet_state's read of the folder)
-  merge     a run's slurm section for a tenth of the nodes merged with the rest (fleet.merge)
+  merge     a run's slurm section for a tenth of the nodes merged with the rest, and the node lines
+            grouped (fleet_state: fleet.merge, slurm.node_lines)
   slurm     slurm.conf and gres.conf rendered from the role's own templates (hostlist groups)
   scrape    the DCGM exporter's file_sd targets rendered from the dcgm role's template
   pairs     the NCCL pairs and whole-fabric runs validation plans (nccl_multi_plan)
+  report    validation.html and validation.json (the validation_report module): a tenth of the
+            nodes validated by this run, the others listed with their recorded verdicts
 
 and prints the seconds of each, the total, the time per node, and the peak memory Python
 allocated (tracemalloc, in a second run: it slows Python several times over, so the times come from
@@ -21,6 +24,8 @@ better. A benchmark prints numbers; it is never a pass/fail test."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import sys
@@ -30,6 +35,7 @@ import tracemalloc
 from pathlib import Path
 
 import yaml
+from ansible.module_utils.testing import patch_module_args
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
@@ -39,6 +45,9 @@ ROOT = Path(__file__).resolve().parents[1]
 init_plugin_loader([str(ROOT / ".collections")])
 
 from ansible_collections.gpuops.cluster.plugins.module_utils import fleet, validation  # noqa: E402
+from ansible_collections.gpuops.cluster.plugins.modules import validation_report  # noqa: E402
+
+STEPS = ("read", "merge", "slurm", "scrape", "pairs", "report")
 
 
 def _links(count, index):
@@ -123,7 +132,7 @@ def trusted(value):
 def render(path, variables):
     """A role's template, rendered by Ansible's own templating as the template module does."""
     text = trust_as_template((ROOT / path).read_text())
-    return Templar(loader=DataLoader(), variables=variables).template(text)
+    return Templar(loader=DataLoader(), variables=variables).template(text, escape_backslashes=False)
 
 
 def role_variables(role):
@@ -133,6 +142,32 @@ def role_variables(role):
         if file.is_file():
             values.update(yaml.safe_load(file.read_text()) or {})
     return trusted(values)
+
+
+def report(stored, fresh, dest):
+    """validation_report over the fleet: ``fresh`` nodes validated by this run (their checks passed),
+    the others as the fleet state recorded them. Returns the size of validation.html."""
+    earlier = {name: record["sections"]["validation"]["data"] for name, record in stored.items()}
+    nodes = {}
+    for name in fresh:
+        data = earlier[name]
+        checks = [
+            {"check": check, "subject": "node", "verdict": "pass", "expected": "", "measured": "", "reason": ""}
+            for check in ("gpu_count", "driver", "ecc", "nvlink", "pcie", "nccl_node")
+        ]  # fmt: skip
+        # ib_facts' compute ports, as the validate role passes them.
+        ports = [dict(port, hca=port["ca"], name=f"{port['ca']}/{port['port']}") for port in data["compute_ports"]]
+        nodes[name] = {"checks": checks, "fabric": data["fabric"], "compute_ports": ports, "name": name}
+    args = {"nodes": nodes, "earlier": earlier, "dest": str(dest), "mode": "gate"}
+    with patch_module_args(args), contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            validation_report.main()
+        except SystemExit:
+            pass
+    result = json.loads(out.getvalue())
+    if result.get("failed"):
+        sys.exit(f"validation_report failed: {result.get('msg')}")
+    return (dest / "validation.html").stat().st_size
 
 
 def run(count, trace=False):
@@ -159,6 +194,8 @@ def run(count, trace=False):
         began = time.perf_counter()
         fresh = {name: stored[name]["sections"]["slurm"]["data"] for name in names[::10]}
         plan = fleet.merge(stored, "slurm", fresh, names, today="2026-12-05")
+        # fleet_state returns the node lines with the slurm section (plan.yml's __slurm_lines).
+        lines = fleet.files("slurm", plan["nodes"])
         took["merge"] = time.perf_counter() - began
 
         began = time.perf_counter()
@@ -172,6 +209,7 @@ def run(count, trace=False):
             "hostvars": {"ctl": {"ansible_facts": {"hostname": "ctl"}}},
             "ansible_facts": {"hostname": "ctl"},
             "__slurm_plan": {"nodes": nodes},
+            "__slurm_lines": lines,
             "__slurm_nodes": {data["hostname"]: data["spec"] for data in nodes.values()},
             "__slurm_configless_hosts": names,
             "__slurm_tiers": [],
@@ -185,9 +223,10 @@ def run(count, trace=False):
 
         began = time.perf_counter()
         scrape = {name: record["sections"]["scrape"]["data"] for name, record in stored.items()}
+        # fleet_state returns each job's entries with the scrape section (targets.yml's __dcgm_file_sd).
         targets = render(
             "roles/dcgm/templates/file_sd.yml.j2",
-            {"ansible_managed": "bench", "__dcgm_scrape_nodes": scrape, "item": [None, "dcgm"]},
+            {"ansible_managed": "bench", "__dcgm_file_sd": fleet.files("scrape", scrape), "item": [None, "dcgm"]},
         )
         took["scrape"] = time.perf_counter() - began
 
@@ -195,6 +234,9 @@ def run(count, trace=False):
         health = {name: dict(record["sections"]["validation"]["data"], checks=[]) for name, record in stored.items()}
         pairs = validation.multi_node_plan(health)
         took["pairs"] = time.perf_counter() - began
+        began = time.perf_counter()
+        report_bytes = report(stored, names[::10], folder / "report")
+        took["report"] = time.perf_counter() - began
         peak = None
         if trace:
             _current, peak = tracemalloc.get_traced_memory()
@@ -204,23 +246,37 @@ def run(count, trace=False):
             "gres.conf lines": gres_conf.count("\nNodeName="),
             "scrape targets": targets.count("- labels:"),
             "NCCL runs": len(pairs["runs"]),
+            "report KiB": report_bytes // 1024,
         }
         return took, peak, sizes
     finally:
+        for entry in os.scandir(folder / "report") if (folder / "report").is_dir() else ():
+            os.unlink(entry.path)
+        if (folder / "report").is_dir():
+            (folder / "report").rmdir()
         for entry in os.scandir(folder):
             os.unlink(entry.path)
         folder.rmdir()
 
 
 def main(sizes):
-    print(f"{'nodes':>7} {'read':>7} {'merge':>7} {'slurm':>7} {'scrape':>7} {'pairs':>7} {'total':>7} "
+    # The report's plotting libraries load once per run, whatever the fleet's size: timed apart.
+    began = time.perf_counter()
+    missing = validation_report.r.missing_libraries()
+    if not missing:
+        validation_report.r._pyplot()
+    loaded = time.perf_counter() - began
+    print(f"the report's plotting libraries loaded in {loaded:.2f} s, once per run (not in the report column)")
+    if missing:
+        print(f"  missing: {', '.join(missing)} (the report draws no picture)")
+    print(f"{'nodes':>7} {'read':>7} {'merge':>7} {'slurm':>7} {'scrape':>7} {'pairs':>7} {'report':>7} {'total':>7} "
           f"{'ms/node':>8} {'peak MiB':>9}  what came out")  # fmt: skip
     for count in sizes:
         took, _none, sizes_out = run(count)
         _took, peak, _sizes = run(count, trace=True)
         total = sum(took.values())
         print(
-            f"{count:>7} " + " ".join(f"{took[step]:>7.2f}" for step in ("read", "merge", "slurm", "scrape", "pairs"))
+            f"{count:>7} " + " ".join(f"{took[step]:>7.2f}" for step in STEPS)
             + f" {total:>7.2f} {1000 * total / count:>8.3f} {peak / 2**20:>9.1f}  {json.dumps(sizes_out)}"
         )  # fmt: skip
 

@@ -66,7 +66,7 @@ class CallbackModule(CallbackBase):
                 "skipped": 0,
                 "failed": 0,
                 "module_calls": 0,
-                "roles": defaultdict(lambda: {"run": 0, "module_calls": 0, "seconds": 0.0}),
+                "roles": defaultdict(lambda: {"run": 0, "skipped": 0, "module_calls": 0, "seconds": 0.0}),
                 "tasks": [],
             }
         )
@@ -95,6 +95,8 @@ class CallbackModule(CallbackBase):
         seconds = time.monotonic() - began
         if state == "skipped":
             h["skipped"] += 1
+            h["roles"][role]["skipped"] += 1
+            h["tasks"].append({"role": role, "task": task.get_name(), "action": _short(task.action), "skipped": True})
             return
         if state == "failed":
             h["failed"] += 1

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import re
 
+from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import node_lines, plain_data
+
 # The record layout this collection writes. A file of a higher number comes from a newer
 # collection: refused, never rewritten in a layout it does not know.
 SCHEMA = 1
@@ -295,3 +297,25 @@ def merge(stored, section, fresh, inventory, *, today, remove=()):
         "new": new,
         "changed_keys": changed_keys,
     }
+
+
+def scrape_targets(nodes):
+    """The file_sd entries of each scrape job, from the scrape section (node -> ``{"targets",
+    "labels"}``): job -> ``[{"targets": [host:port], "labels": {"node": node, ...}}]`` in node order."""
+    jobs = {}
+    for node, data in sorted(plain_data(nodes).items()):
+        for job, target in sorted(data["targets"].items()):
+            jobs.setdefault(job, []).append({"targets": [target], "labels": {"node": node, **data.get("labels", {})}})
+    return jobs
+
+
+def files(section, nodes):
+    """What the cluster-wide files say of a section's nodes (the ``nodes`` that :func:`merge` returns),
+    worked out once in Python so that a template walks a few entries instead of every node: for
+    ``slurm``, slurm.conf's and gres.conf's node lines (:func:`slurm.node_lines`); for ``scrape``,
+    each job's file_sd entries (:func:`scrape_targets`); for ``validation``, nothing."""
+    if section == "slurm":
+        return node_lines(nodes)
+    if section == "scrape":
+        return scrape_targets(nodes)
+    return {}

@@ -318,6 +318,28 @@ def group_nodes(specs):
     )
 
 
+def node_lines(nodes):
+    """What slurm.conf and gres.conf say of the compute nodes, from the fleet state's slurm section
+    (inventory name -> ``{"hostname", "spec", ...}``), worked out once in Python so that the
+    templates walk a few groups instead of every node: ``groups`` (see :func:`group_nodes`, by the
+    nodes' host names), ``gpu_types`` (the ``gres/gpu:<type>`` names of AccountingStorageTRES,
+    sorted) and ``hostnames`` (inventory name -> host name, for the partitions)."""
+    nodes = plain_data(nodes)
+    specs = {data["hostname"]: data["spec"] for data in nodes.values()}
+    types = set()
+    for spec in specs.values():
+        for gres in str(spec.get("gres") or "").split(","):
+            name, sep, rest = gres.partition(":")
+            kind, sep2, _count = rest.partition(":")
+            if name == "gpu" and sep and sep2 and kind:
+                types.add(f"gres/gpu:{kind}")
+    return {
+        "groups": group_nodes(specs),
+        "gpu_types": sorted(types),
+        "hostnames": {node: data["hostname"] for node, data in nodes.items()},
+    }
+
+
 SLURMD_C_COMMAND = "slurmd -C"
 _SLURMD_INT_KEYS = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore", "RealMemory")
 _SLURMD_KEYS = ("NodeName", *_SLURMD_INT_KEYS, "Gres")

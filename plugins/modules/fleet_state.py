@@ -131,6 +131,15 @@ sections:
   description: Inventory name to section name to the date its data last changed, for every record.
   returned: always
   type: dict
+files:
+  description:
+    - What the cluster-wide files say of the nodes in RV(nodes), worked out once here so that the templates walk a
+      few entries, not every node (the P(gpuops.cluster.fleet_files#filter) filter's answer). For C(slurm), the
+      node lines of slurm.conf and gres.conf (C(groups), C(gpu_types), C(hostnames)); for C(scrape), each job's
+      file_sd entries; for C(validation), empty.
+  returned: with O(section)
+  type: dict
+  version_added: 1.1.0
 """
 
 import fcntl
@@ -146,7 +155,9 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.fleet import (
     parse_record,
     render_record,
 )
+from ansible_collections.gpuops.cluster.plugins.module_utils.fleet import files as section_files
 from ansible_collections.gpuops.cluster.plugins.module_utils.fleet import merge as merge_section
+from ansible_collections.gpuops.cluster.plugins.module_utils.hostlist import HostlistError
 
 
 def _read_all(module, folder):
@@ -277,6 +288,10 @@ def _run(module, p, folder):
                 "of the cluster's files until a run reaches it."
             )
     result = dict(plan, changed=bool(writes or deletes), written=sorted(writes), deleted=deletes)
+    try:
+        result["files"] = section_files(p["section"], plan["nodes"])
+    except HostlistError as err:
+        module.fail_json(msg=f"fleet_state: the slurm section's host names make no hostlist ({err}).")
     if module._diff:
         result["diff"] = [
             {

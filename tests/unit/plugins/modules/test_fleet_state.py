@@ -169,6 +169,9 @@ def test_module_records_keeps_and_is_idempotent(tmp_path, node):
     assert again.result["nodes"]["gpu02"] == slurm("gpu02")
     assert list(again.result["kept"]) == ["gpu02"]
     assert node.warnings == []
+    # The node lines of slurm.conf come back worked out, the kept node's with this run's.
+    assert again.result["files"] == fleet.files("slurm", again.result["nodes"])
+    assert again.result["files"]["groups"] == [{"nodes": "gpu[01-02]", "spec": SPEC}]
 
 
 def test_a_second_writer_waits_for_the_first_and_keeps_both_sections(tmp_path, node):
