@@ -40,7 +40,7 @@ def evaluate(expression, **variables):
 
 def refused(work):
     task = find(
-        yaml.safe_load((TASKS / "packages-Debian.yml").read_text()),
+        yaml.safe_load((TASKS / "branch.yml").read_text()),
         "Refuse a branch change on a node with running work that is not drained",
     )
     variables = {"__nvidia_driver_work": {"changed": False, "work": work}, **task["vars"]}
@@ -78,16 +78,22 @@ def test_a_branch_change_is_refused_under_running_work_unless_drained(work, refu
 
 
 def test_the_refusal_comes_before_anything_of_the_old_branch_is_touched():
-    names = [t["name"] for t in yaml.safe_load((TASKS / "packages-Debian.yml").read_text())]
-    refusal = names.index("Refuse a branch change on a node with running work that is not drained")
-    assert refusal < names.index("Release the holds on the driver packages of other branches")
-    assert refusal < names.index("Remove the driver packages of other branches")
-    assert refusal < names.index("Install the driver")
+    branch = [t["name"] for t in yaml.safe_load((TASKS / "branch.yml").read_text())]
+    refusal = branch.index("Refuse a branch change on a node with running work that is not drained")
+    assert refusal < branch.index("Release the holds on the driver packages of other branches")
+    assert refusal < branch.index("Remove the driver packages of other branches")
+    # The branch change (included only where another branch's packages are) comes before the install.
+    tasks = yaml.safe_load((TASKS / "packages-Debian.yml").read_text())
+    names = [t["name"] for t in tasks]
+    change = find(tasks, "Change branch, where the node has packages of another branch")
+    assert change["ansible.builtin.include_tasks"]["file"] == "branch.yml"
+    assert change["when"] == "__nvidia_driver_before.other_branches | length > 0"
+    assert names.index(change["name"]) < names.index("Install the driver")
 
 
 def test_the_services_stopped_for_the_swap_are_started_again_on_every_path():
     swap = find(
-        yaml.safe_load((TASKS / "hardware.yml").read_text()), "Replace an older loaded module with the installed one"
+        yaml.safe_load((TASKS / "load.yml").read_text()), "Replace an older loaded module with the installed one"
     )
     noted = find(swap["block"], "Note the GPU services that run now")
     services = {
