@@ -34,6 +34,8 @@ CONNECTION = "tests/demo/connection.yml"
 TARGETS = {"wall_s": 60, "tasks_biggest_host": 130, "skipped_gpu_host": 60}
 # A host that ran any of these roles is a GPU node.
 GPU_ROLES = {"nvidia_driver"}
+# The modules that read a host's hardware or packages, and the fact gathering.
+HARDWARE_READS = {"gpu_facts", "ib_facts", "dpkg_facts", "setup", "gather_facts"}
 
 
 def demo_up() -> bool:
@@ -97,6 +99,13 @@ def report(data: dict, wall: float, cpu: float, top: int) -> None:
     ]
     skipped = max((h["skipped"] for h in gpu_nodes), default=0)
     print(f"tasks skipped on the most-skipping GPU node: {skipped} (target {TARGETS['skipped_gpu_host']})")
+    # Facts once (issue 61): each host's hardware and packages read once per run, by the first play.
+    reads = {
+        name: sum(1 for t in h["tasks"] if not t.get("skipped") and t["action"] in HARDWARE_READS)
+        for name, h in hosts.items()
+    }
+    print(f"hardware and package reads per host ({', '.join(sorted(HARDWARE_READS))}): "
+          + ", ".join(f"{name} {count}" for name, count in reads.items()))  # fmt: skip
     roles: dict[str, dict] = {}
     for h in hosts.values():
         for role, r in h["roles"].items():
