@@ -85,6 +85,49 @@ def _from_query(gpu, pci_by_bus):
         "slug": slug,
         "architecture": architecture,
         "compute_capability": capability,
+        # Its NVLink fabric registration (state, status, clique and cluster), without the health,
+        # which changes from one run to the next.
+        "fabric": {key: gpu["fabric"][key] for key in ("state", "status", "clique_id", "cluster_uuid")},
+    }
+
+
+# A cluster UUID of zeros is no multi-node domain: GPUs whose NVLink stays in the node (HGX H100)
+# report it, and so does a GB200 tray whose registration failed (state Completed, status
+# Insufficient Resources, clique 0: Azure/azhpc-images#506; meta-pytorch/torchcomms#1385).
+_NO_DOMAIN = {None, "", "00000000-0000-0000-0000-000000000000"}
+
+
+def nvlink_domain(gpus):
+    """The multi-node NVLink domain (an NVL72 rack's clique) the node's GPUs registered in, from each
+    GPU's ``fabric``: None where no GPU names a cluster; else ``{"cluster_uuid", "clique_id",
+    "gpus"}`` (the GPUs registered in it) and ``problem``: None when every GPU registered, with state
+    Completed and status Success, in that one clique; else what differs, GPU by GPU."""
+    named = [gpu for gpu in gpus if (gpu.get("fabric") or {}).get("cluster_uuid") not in _NO_DOMAIN]
+    if not named:
+        return None
+    domains = {}
+    for gpu in named:
+        fabric = gpu["fabric"]
+        domains.setdefault((fabric["cluster_uuid"], fabric["clique_id"]), []).append(gpu["index"])
+    (cluster_uuid, clique_id), members = max(domains.items(), key=lambda item: (len(item[1]), str(item[0])))
+    problems = []
+    for gpu in gpus:
+        fabric = gpu.get("fabric") or {}
+        where = (fabric.get("cluster_uuid"), fabric.get("clique_id"))
+        if gpu["index"] not in members:
+            problems.append(f"GPU{gpu['index']} is in cluster {where[0]} clique {where[1]}")
+        elif fabric.get("state") != "Completed" or fabric.get("status") != "Success":
+            state, status = fabric.get("state") or "N/A", fabric.get("status") or "N/A"
+            problems.append(f"GPU{gpu['index']} has fabric state {state}, status {status}")
+    return {
+        "cluster_uuid": cluster_uuid,
+        "clique_id": clique_id,
+        "gpus": members,
+        "problem": (
+            f"not every GPU is registered in cluster {cluster_uuid} clique {clique_id}: " + "; ".join(problems)
+            if problems
+            else None
+        ),
     }
 
 
@@ -110,6 +153,7 @@ def _from_pci(index, device):
         "slug": device["slug"],
         "architecture": device["architecture"],
         "compute_capability": device["compute_capability"],
+        "fabric": None,
     }
 
 
@@ -148,7 +192,7 @@ def _mig_facts(gpu, mig):
     ]
 
 
-def build_gpu_facts(pci, query=None, topology=None, read_sysfs=None, nvidia_smi_error=None, *, mig=None):
+def build_gpu_facts(pci, query=None, topology=None, read_sysfs=None, nvidia_smi_error=None, *, mig=None, machine=None):
     """The ``nvidia_gpu`` facts.
 
     ``pci`` is :func:`pci.classify` output (or None when lspci is missing), ``query`` the parsed
@@ -212,6 +256,9 @@ def build_gpu_facts(pci, query=None, topology=None, read_sysfs=None, nvidia_smi_
         "mig_pending": any(
             gpu["mig_mode_pending"] is not None and gpu["mig_mode_pending"] != gpu["mig_mode"] for gpu in gpus
         ),
+        "nvlink_domain": nvlink_domain(gpus),
+        # The host's CPU architecture as the kernel names it (x86_64, aarch64 on Grace).
+        "host_architecture": machine,
         "nvswitch_count": len(pci["nvswitches"]),
         "nvswitches": [device["pci_bus_id"] for device in pci["nvswitches"]],
         "hca_pci": [

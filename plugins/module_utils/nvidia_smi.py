@@ -318,7 +318,8 @@ def parse_query_xml(text):
     ``retired_pages_pending``: bools or None where N/A; ``volatile_uncorrectable``: the volatile
     uncorrectable count, or None)
     ``fabric``: the GPU's NVLink fabric registration (``state``, ``status``, ``health_summary``,
-    each None where N/A or where the driver prints no ``<fabric>``), and ``temperature`` in degrees
+    ``clique_id`` as an int and ``cluster_uuid``, each None where N/A or where the driver prints no
+    ``<fabric>``), and ``temperature`` in degrees
     Celsius, each None where not printed: ``current_c``; the absolute ``slowdown_c`` and ``shutdown_c``
     (older drivers and GPUs), or ``tlimit_margin_c`` with the margins ``slowdown_tlimit_c`` and
     ``shutdown_tlimit_c`` (Hopper and later on recent drivers; see :func:`_temperature`).
@@ -386,6 +387,10 @@ def parse_query_xml(text):
                     "state": _text(element, "fabric/state"),
                     "status": _text(element, "fabric/status"),
                     "health_summary": _text(element, "fabric/health/summary"),
+                    # The NVLink domain the GPU registered in (multi-node NVLink, GB200 NVL72): its
+                    # clique in the cluster, as NVML's nvmlGpuFabricInfo cliqueId and clusterUuid.
+                    "clique_id": _number(_text(element, "fabric/cliqueId")),
+                    "cluster_uuid": _text(element, "fabric/clusterUuid"),
                 },
                 "pcie": {
                     "max_gen": _number(_text(element, "pci/pci_gpu_link_info/pcie_gen/max_link_gen")),

@@ -153,6 +153,23 @@ ansible_facts:
             - A GPU's pending MIG mode differs from its current one (the change waits for a GPU
               reset or a reboot).
           type: bool
+        nvlink_domain:
+          description:
+            - The multi-node NVLink domain (a GB200 or GB300 NVL72 rack's clique) the GPUs registered in, from
+              each GPU's C(fabric); null where no GPU names a cluster (PCIe GPUs, HGX systems whose NVLink stays
+              in the node, a driver before the fabric).
+            - C(cluster_uuid) and C(clique_id) of the domain most GPUs are in, C(gpus) (their indexes), and
+              C(problem), null when every GPU registered in it with state C(Completed) and status C(Success),
+              else what differs, GPU by GPU.
+          type: dict
+          sample:
+            {cluster_uuid: 9c6f5af3-53bf-49b5-a436-b66766c413c3, clique_id: 4026, gpus: [0, 1, 2, 3], problem: null}
+          version_added: 1.1.0
+        host_architecture:
+          description: The host's CPU architecture as the kernel names it (C(x86_64); C(aarch64) on Grace).
+          type: str
+          sample: aarch64
+          version_added: 1.1.0
         nvswitch_count:
           description: NVSwitch chips on PCI. More than 0 means Fabric Manager is required.
           type: int
@@ -183,8 +200,9 @@ ansible_facts:
               Hopper and later on recent drivers; null as a whole before the driver answers),
               C(slug), C(architecture), C(compute_capability), C(cpu_affinity) (list of
               CPU numbers), C(numa_node), C(nearest_nics) (kernel names of the NICs at the
-              smallest topology distance), C(nearest_nic_link) (that distance, such as C(PIX))
-              and C(nvlink_peers).
+              smallest topology distance), C(nearest_nic_link) (that distance, such as C(PIX)),
+              C(nvlink_peers), and C(fabric), the GPU's NVLink fabric registration (C(state), C(status),
+              C(clique_id), C(cluster_uuid); null before the driver).
             - Fields the source cannot tell are null (before the driver, C(uuid) and
               C(minor_number) among others).
           type: list
@@ -199,6 +217,7 @@ ansible_facts:
 """
 
 import os
+import platform
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.cluster.plugins.module_utils.commands import first_line, parse_or_fail, read_mig, run
@@ -276,7 +295,9 @@ def main():
             module.warn("`{}` failed (rc {}): {}".format(" ".join(argv), rc, first_line(err, out)))
 
     mig = read_mig(module, nvidia_smi, query["gpus"] if query else []) if params["mig"] else {}
-    facts = build_gpu_facts(pci, query, topology, _sysfs_reader(params["sysfs_root"]), smi_error, mig=mig)
+    facts = build_gpu_facts(
+        pci, query, topology, _sysfs_reader(params["sysfs_root"]), smi_error, mig=mig, machine=platform.machine()
+    )
     module.exit_json(changed=False, ansible_facts={"nvidia_gpu": facts})
 
 
