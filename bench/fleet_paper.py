@@ -199,7 +199,6 @@ def run(count, trace=False):
         took["merge"] = time.perf_counter() - began
 
         began = time.perf_counter()
-        nodes = plan["nodes"]
         slurm_vars = {
             **role_variables("slurm"),
             "ansible_managed": "gpuops.cluster (bench)",
@@ -208,9 +207,7 @@ def run(count, trace=False):
                        "slurm_dbd": [], "slurm_login": ["ctl"]},
             "hostvars": {"ctl": {"ansible_facts": {"hostname": "ctl"}}},
             "ansible_facts": {"hostname": "ctl"},
-            "__slurm_plan": {"nodes": nodes},
             "__slurm_lines": lines,
-            "__slurm_nodes": {data["hostname"]: data["spec"] for data in nodes.values()},
             "__slurm_configless_hosts": names,
             "__slurm_tiers": [],
             "__slurm_dbd_host": "",

@@ -79,7 +79,6 @@ def slurm_files(lines, partitions):
                    "gpu": ["gpu01", "gpu02", "gpu03", "gpu04", "gpu99"], "slurm_dbd": [], "slurm_login": []},
         "hostvars": {"ctl": {"ansible_facts": {"hostname": "ctl"}}},
         "ansible_facts": {"hostname": "ctl"},
-        "__slurm_plan": {"nodes": NODES},
         "__slurm_lines": lines,
         "__slurm_configless_hosts": [],
         "__slurm_tiers": {"slurm_conf": {}},
