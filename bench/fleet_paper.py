@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # The collection from the checkout (.collections links back to it), for the templates' filters too.
 init_plugin_loader([str(ROOT / ".collections")])
 
-from ansible_collections.gpuops.cluster.plugins.module_utils import fleet, validation  # noqa: E402
+from ansible_collections.gpuops.cluster.plugins.module_utils import fleet, slurm_topology, validation  # noqa: E402
 from ansible_collections.gpuops.cluster.plugins.modules import validation_report  # noqa: E402
 
 STEPS = ("read", "merge", "slurm", "scrape", "pairs", "report")
@@ -208,6 +208,7 @@ def run(count, trace=False):
             "hostvars": {"ctl": {"ansible_facts": {"hostname": "ctl"}}},
             "ansible_facts": {"hostname": "ctl"},
             "__slurm_lines": lines,
+            "__slurm_topology": slurm_topology.topology(lines),
             "__slurm_configless_hosts": names,
             "__slurm_tiers": [],
             "__slurm_dbd_host": "",

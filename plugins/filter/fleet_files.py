@@ -11,7 +11,8 @@ description:
     returns) and works out, once, what the cluster-wide files need of them.
   - For C(slurm), the node lines of slurm.conf and gres.conf. C(groups) (one entry per distinct node
     description, C(nodes) a hostlist expression of host names, and C(spec)), C(gpu_types) (the C(gres/gpu:<type>)
-    names, sorted) and C(hostnames) (inventory name to host name).
+    names, sorted), C(hostnames) (inventory name to host name) and C(domains) (the multi-node NVLink domains of
+    the nodes, each with C(name), C(cluster_uuid), C(clique_id), C(members), C(nodes), C(count) and C(gpus)).
   - For C(scrape), each job's Prometheus file_sd entries (a C(targets) list and C(labels) with C(node)), in node
     order. For C(validation), an empty mapping.
   - M(gpuops.cluster.fleet_state) returns the same answer as its C(files) key; this filter gives it where no fleet

@@ -26,6 +26,7 @@ SCHEMA = 1
 _NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
 _HOSTNAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}\Z")
 _TARGET = re.compile(r"[A-Za-z0-9.:\[\]_-]+:[0-9]{1,5}\Z")
+_UUID = re.compile(r"[0-9A-Fa-f]{8}(-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}\Z")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9:]{8}Z)?\Z")
 
 _SPEC_INTS = ("cpus", "boards", "sockets_per_board", "cores_per_socket", "threads_per_core", "real_memory", "gpus")
@@ -86,6 +87,21 @@ def _slurm(data, node, path):
         node,
         path,
         f"job_gpu_metrics {data.get('job_gpu_metrics')!r} is not true or false",
+    )
+    domain = data.get("nvlink_domain")
+    _need(
+        domain is None
+        or (
+            isinstance(domain, dict)
+            and isinstance(domain.get("cluster_uuid"), str)
+            and _UUID.match(domain["cluster_uuid"])
+            and isinstance(domain.get("clique_id"), int)
+            and not isinstance(domain["clique_id"], bool)
+            and 0 <= domain["clique_id"] < 2**32
+        ),
+        node,
+        path,
+        f"nvlink_domain {domain!r} is not a cluster UUID and a clique number",
     )
     _need(isinstance(spec.get("gres"), str), node, path, "node description has no gres string")
     devices = spec.get("gres_devices")

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from ansible_collections.gpuops.cluster.plugins.module_utils import mig
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError, text_lines
 from ansible_collections.gpuops.cluster.plugins.module_utils.hostlist import hostlist_compress
+from ansible_collections.gpuops.cluster.plugins.module_utils.slurm_topology import domains
 from ansible_collections.gpuops.cluster.plugins.module_utils.topology import link_count
 
 LSCPU_COMMAND = "lscpu -p=CPU,CORE,SOCKET,NODE"
@@ -323,7 +324,8 @@ def node_lines(nodes):
     (inventory name -> ``{"hostname", "spec", ...}``), worked out once in Python so that the
     templates walk a few groups instead of every node: ``groups`` (see :func:`group_nodes`, by the
     nodes' host names), ``gpu_types`` (the ``gres/gpu:<type>`` names of AccountingStorageTRES,
-    sorted) and ``hostnames`` (inventory name -> host name, for the partitions)."""
+    sorted), ``hostnames`` (inventory name -> host name, for the partitions) and ``domains`` (the
+    multi-node NVLink domains, :func:`slurm_topology.domains`, for topology.conf)."""
     nodes = plain_data(nodes)
     specs = {data["hostname"]: data["spec"] for data in nodes.values()}
     types = set()
@@ -337,6 +339,7 @@ def node_lines(nodes):
         "groups": group_nodes(specs),
         "gpu_types": sorted(types),
         "hostnames": {node: data["hostname"] for node, data in nodes.items()},
+        "domains": domains(nodes),
     }
 
 

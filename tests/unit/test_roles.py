@@ -190,6 +190,11 @@ def tasks_of(node):
             yield task
 
 
+def role_vars(base):
+    path = base / "vars" / "main.yml"
+    return yaml.safe_load(path.read_text()) if path.is_file() else {}
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_every_task_that_handles_a_secret_has_no_log(role):
     base = ROOT / "roles" / role
@@ -202,6 +207,10 @@ def test_every_task_that_handles_a_secret_has_no_log(role):
             module = next((v for k, v in task.items() if k.endswith(".template")), None)
             if module:
                 items = task["loop"] if isinstance(task.get("loop"), list) else [None]
+                if isinstance(task.get("loop"), str) and "{{ item }}" in module["src"]:
+                    # A loop over a role variable (slurm's __slurm_conf_files): every name it can list.
+                    items = sorted({f"{name}" for name in re.findall(r"'([\w.-]+)'", str(role_vars(base)))})
+                    items = [name for name in items if (base / "templates" / f"{name}.j2").is_file()] or [None]
                 for item in items:
                     src = module["src"].replace("{{ item }}", str(item))
                     shown += (base / "templates" / src).read_text()

@@ -31,8 +31,11 @@ CONTROLLER_FACTS = task(
     "plan.yml", "Read the facts of the Slurm controllers and the slurmdbd host that are out of this batch"
 )
 CONTROLLER_FILES = task(
-    "config.yml", "Write slurm.conf, gres.conf and cgroup.conf on the controller when it is out of this batch"
+    "config.yml",
+    "Write slurm.conf, gres.conf, cgroup.conf (and topology.conf) on the controller when it is out of this batch",
 )
+DESCRIBE = task("node.yml", "Describe the node for slurm.conf and gres.conf")
+UNREGISTERED = task("node.yml", "Refuse a node whose GPUs are not all registered in its NVLink domain")
 LEAVING = task("leave.yml", "Work out which nodes leave slurm.conf")
 
 
@@ -365,3 +368,42 @@ def test_the_leaving_nodes_count_against_the_fleet_s_blast_radius_budget():
     allowed, message = verdict(["gpu40"], comments=latched)
     assert not allowed and "budget is latched (gpu03: gpuops: budget spent" in message
     assert verdict(["gpu38", "gpu39", "gpu40"], slurm_leave_force=True)[0]
+
+
+DOMAIN = {"cluster_uuid": "9c6f5af3-53bf-49b5-a436-b66766c413c3", "clique_id": 4026, "gpus": [0, 1, 2, 3]}
+
+
+@pytest.mark.parametrize(
+    ("nvidia_gpu", "recorded"),
+    [
+        ({"count": 8, "nvlink_domain": None}, {}),
+        ({"count": 0}, {}),
+        (
+            {"count": 4, "nvlink_domain": dict(DOMAIN, problem=None)},
+            {"cluster_uuid": DOMAIN["cluster_uuid"], "clique_id": 4026},
+        ),
+    ],
+)
+def test_a_node_records_its_nvlink_domain_only_where_it_has_one(nvidia_gpu, recorded):
+    """The record keeps the cluster and clique (the block of topology.conf), nothing else of the
+    domain, and no key at all on a node outside any: the records of every existing node stay equal."""
+    t = templar(["ctl", "gpu01"], ansible_facts={"nvidia_gpu": nvidia_gpu})
+    assert t.template(trusted(DESCRIBE["vars"]["__domain"])) == recorded
+
+
+def test_a_tray_whose_gpus_are_not_in_one_clique_is_refused_naming_it():
+    problem = (
+        "not every GPU is registered in cluster 9c6f5af3-53bf-49b5-a436-b66766c413c3 clique 4026: GPU3 is In Progress"
+    )
+    t = templar(
+        ["ctl", "gpu01"],
+        inventory_hostname="gpu01",
+        __domain=dict(DOMAIN, problem=problem),
+    )
+    assert t.template(trusted("{{ " + UNREGISTERED["when"][0] + " }}")) is True
+    assert t.template(trusted("{{ " + UNREGISTERED["ansible.builtin.assert"]["that"] + " }}")) is False
+    message = t.template(trusted(UNREGISTERED["ansible.builtin.assert"]["fail_msg"]))
+    assert message.startswith(f"gpu01: {problem}. Slurm's topology places this tray")
+    assert "slurm_topology: none" in message
+    t = templar(["ctl", "gpu01"], __domain=None)
+    assert t.template(trusted("{{ " + UNREGISTERED["when"][0] + " }}")) is False

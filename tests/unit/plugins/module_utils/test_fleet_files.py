@@ -13,6 +13,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 from ansible_collections.gpuops.cluster.plugins.filter.fleet_files import fleet_files
 from ansible_collections.gpuops.cluster.plugins.module_utils import fleet
+from ansible_collections.gpuops.cluster.plugins.module_utils.slurm_topology import topology
 from conftest import ROOT, trusted
 
 
@@ -80,6 +81,7 @@ def slurm_files(lines, partitions):
         "hostvars": {"ctl": {"ansible_facts": {"hostname": "ctl"}}},
         "ansible_facts": {"hostname": "ctl"},
         "__slurm_lines": lines,
+        "__slurm_topology": topology(lines),
         "__slurm_configless_hosts": [],
         "__slurm_tiers": {"slurm_conf": {}},
         "__slurm_dbd_host": "ctl",
