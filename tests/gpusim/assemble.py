@@ -130,6 +130,8 @@ class Profile:
         return links
 
     def gpu_nic_link(self, g: int, nic: dict) -> str:
+        if self.gpu.get("c2c"):  # a Grace superchip's GPU hangs off NVLink-C2C, not the PCIe of any NIC
+            return "SYS"
         if g in nic["gpu"]:
             return "PIX"
         return "NODE" if self.gpu["numa"][g] == nic["numa"] else "SYS"
@@ -502,13 +504,23 @@ class Profile:
 
     def fabric(self) -> list[str]:
         """The GPU's NVLink fabric registration: registered (Completed, Success) on Hopper and later
-        behind NVSwitches, where the driver reports it; N/A elsewhere, as the A100 and VM captures."""
-        registered = bool(self.nvswitch_bus) and self.gpu["architecture"] in ("Hopper", "Blackwell")
+        behind NVSwitches, where the driver reports it; N/A elsewhere, as the A100 and VM captures.
+        A tray of a multi-node NVLink domain (nvlink_domain) registers with the rack's clique and
+        cluster UUID, in the elements the 580 driver prints (the H100 and H200 captures)."""
+        domain = self.spec.get("nvlink_domain")
+        registered = (bool(self.nvswitch_bus) or bool(domain)) and self.gpu["architecture"] in ("Hopper", "Blackwell")
         state, status = ("Completed", "Success") if registered else ("N/A", "N/A")
+        ids = []
+        if domain:
+            ids = [
+                f"\t\t\t<cliqueId>{domain['clique_id']}</cliqueId>",
+                f"\t\t\t<clusterUuid>{domain['cluster_uuid']}</clusterUuid>",
+            ]
         return [
             "\t\t<fabric>",
             f"\t\t\t<state>{state}</state>",
             f"\t\t\t<status>{status}</status>",
+            *ids,
             "\t\t</fabric>",
         ]
 

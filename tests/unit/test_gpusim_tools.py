@@ -11,8 +11,10 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+import yaml
 from ansible_collections.gpuops.cluster.plugins.module_utils import ibstat, mig, pci
 from ansible_collections.gpuops.cluster.plugins.module_utils import nvidia_smi as nvidia_smi_parsers
+from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts
 from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import cpu_topology, parse_lscpu
 from conftest import GPUSIM, PROFILE_NAMES, fixture, profile_summary
 from hypothesis import given, settings
@@ -41,8 +43,12 @@ def test_lscpu_parse_is_the_profiles_topology(name):
         assert out.returncode == 0
         assert out.stdout == (GPUSIM / "profiles" / name / "lscpu-p.txt").read_text()
     topology = cpu_topology(parse_lscpu(out.stdout))
-    # Every profile has two threads per core on every core of every socket.
-    assert topology["cpus"] == topology["sockets_per_board"] * topology["cores_per_socket"] * 2
+    # Every core of every socket has the threads its NUMA node's CPU ranges give (two on the x86
+    # profiles: the cores' first threads, then their second; one on Grace).
+    spec = yaml.safe_load((GPUSIM / "profiles" / f"{name}.yml").read_text())
+    threads = len(spec["cpu"]["numa_cpus"][0].split(","))
+    assert topology["threads_per_core"] == threads
+    assert topology["cpus"] == topology["sockets_per_board"] * topology["cores_per_socket"] * threads
 
 
 def test_lscpu_other_uses_run_the_real_one():
@@ -441,3 +447,31 @@ def test_sysfs_faults_take_a_port_down_and_make_its_errors_rise(tmp_path):
     assert run(SYSFS, profile="dgx-h100", env_extra=env).returncode == 0
     assert (ports / "mlx5_4" / "ports" / "1" / "state").read_text() == "4: ACTIVE\n"
     assert (ports / "mlx5_3" / "ports" / "1" / "counters" / "symbol_error").read_text() == "0\n"
+
+
+def test_a_gb200_tray_registers_in_its_racks_nvlink_domain_and_a_fault_moves_one_gpu(nvidia_smi, tmp_path):
+    """The tray's place from /etc/gpusim/fabric.json, read back through the collection's parsers as
+    gpu_facts reads it: every GPU in the rack's cluster and clique, the node's nvlink_domain; a fault
+    that leaves GPU3 In Progress in another clique is the domain's problem, naming GPU3; without a
+    place, the profile's zero UUID is no domain."""
+    rack = {"cluster_uuid": "9c6f5af3-53bf-49b5-a436-b66766c413c3", "clique_id": 32766}
+    (tmp_path / "fabric.json").write_text(json.dumps(rack))
+    env = {"GPUSIM_FABRIC": str(tmp_path / "fabric.json"), "GPUSIM_FAULTS": str(tmp_path / "faults.json")}
+
+    def facts():
+        query = nvidia_smi_parsers.parse_query_xml(
+            run(nvidia_smi, "-q", "-x", profile="gb200-tray", env_extra=env).stdout
+        )
+        lspci = pci.classify(pci.parse_lspci(run(LSPCI, "-Dnn", profile="gb200-tray").stdout))
+        return build_gpu_facts(lspci, query)
+
+    found = facts()
+    assert found["count"] == 4 and found["product"] == "NVIDIA GB200"
+    assert found["nvlink_domain"] == dict(rack, gpus=[0, 1, 2, 3], problem=None)
+    (tmp_path / "faults.json").write_text(json.dumps({"fabric": [{"gpu": 3, "state": "In Progress", "clique_id": 7}]}))
+    problem = facts()["nvlink_domain"]["problem"]
+    assert problem.startswith(f"not every GPU is registered in cluster {rack['cluster_uuid']} clique 32766: ")
+    assert "GPU3" in problem and "GPU2" not in problem
+    (tmp_path / "fabric.json").unlink()
+    (tmp_path / "faults.json").unlink()
+    assert facts()["nvlink_domain"] is None

@@ -5,7 +5,7 @@
 # --query-gpu=... --format=csv[,...], and MIG: [-i N] -mig 0|1, [-i N] -r, mig [-i N] -lgip |
 # -lgipp | -lgi | -lci | -cgi LIST [-C] | -dci [-gi IDS] | -dgi [-gi IDS]. Faults injected in
 # /etc/gpusim/faults.json (tests/gpusim/tasks/faults.yml) show: "pcie" [{gpu, gen, width}] in the
-# XML, "fabric" [{gpu, state, status}] as the GPU's NVLink fabric registration in the XML,
+# XML, "fabric" [{gpu, state, status, clique_id?}] as the GPU's NVLink fabric registration in the XML,
 # "nvlink_down" [{gpu, link}] in nvlink -s, "gpu_processes" [{pid, gpu, used_memory, name}] in
 # --query-compute-apps and as a GPU that holds a MIG mode change pending, "lost_gpus" {count,
 # driver} everywhere (the last GPUs gone, under that driver version only), "recovery_action" [{gpu,
@@ -63,6 +63,21 @@ def faults():
     return read_json(FAULTS)
 
 
+FABRIC = os.environ.get("GPUSIM_FABRIC", "/etc/gpusim/fabric.json")
+
+
+def place_in_domain(text):
+    """The node's place in its rack's NVLink domain, from /etc/gpusim/fabric.json ({cluster_uuid,
+    clique_id}: gpusim_nvlink_domain, tests/gpusim/tasks/hardware.yml): every GPU's clique and cluster UUID, where the
+    profile prints them (a tray of a multi-node NVLink domain)."""
+    place = read_json(FABRIC)
+    if "cluster_uuid" in place:
+        text = re.sub(r"<clusterUuid>[^<]*<", "<clusterUuid>{}<".format(place["cluster_uuid"]), text)
+    if "clique_id" in place:
+        text = re.sub(r"<cliqueId>[^<]*<", "<cliqueId>{}<".format(place["clique_id"]), text)
+    return text
+
+
 def degrade_pcie(text):
     """Each faulted GPU's current PCIe link, in its <gpu> element."""
     for fault in faults().get("pcie", []):
@@ -80,17 +95,21 @@ def degrade_pcie(text):
 
 
 def degrade_fabric(text):
-    """Each faulted GPU's fabric state and status (a registration that never finished), in its <gpu> element."""
+    """Each faulted GPU's fabric state and status (a registration that never finished), in its <gpu>
+    element; a tray's clique and cluster stay, or take the fault's (clique_id: a tray registered in
+    another clique than its rack's)."""
     for fault in faults().get("fabric", []):
         parts = text.split("<gpu id=")
         index = int(fault["gpu"]) + 1
         if index < len(parts):
-            fabric = "<fabric>\n\t\t\t<state>{}</state>\n\t\t\t<status>{}</status>\n\t\t</fabric>".format(
-                fault.get("state", "In Progress"), fault.get("status", "N/A")
-            )
             start, end = parts[index].find("<fabric>"), parts[index].find("</fabric>")
             if 0 <= start < end:
-                parts[index] = parts[index][:start] + fabric + parts[index][end + len("</fabric>") :]
+                fabric = parts[index][start:end]
+                fabric = re.sub(r"<state>[^<]*<", "<state>{}<".format(fault.get("state", "In Progress")), fabric)
+                fabric = re.sub(r"<status>[^<]*<", "<status>{}<".format(fault.get("status", "N/A")), fabric)
+                if "clique_id" in fault:
+                    fabric = re.sub(r"<cliqueId>[^<]*<", "<cliqueId>{}<".format(fault["clique_id"]), fabric)
+                parts[index] = parts[index][:start] + fabric + parts[index][end:]
             text = "<gpu id=".join(parts)
     return text
 
@@ -159,7 +178,8 @@ def lose_gpus(text):
 
 
 def xml_text():
-    text = lose_gpus(recovery_actions(degrade_fabric(degrade_pcie(mig_xml(read("nvidia-smi-q-x.xml"))))))
+    text = place_in_domain(read("nvidia-smi-q-x.xml"))
+    text = lose_gpus(recovery_actions(degrade_fabric(degrade_pcie(mig_xml(text)))))
     text = re.sub(r"<driver_version>[^<]*<", f"<driver_version>{DRIVER_VERSION}<", text)
     text = re.sub(r"<cuda_version>[^<]*<", f"<cuda_version>{CUDA_VERSION}<", text)
     return re.sub(r"<gsp_firmware_version>(?!N/A)[^<]*<", f"<gsp_firmware_version>{DRIVER_VERSION}<", text)

@@ -182,7 +182,7 @@ def test_the_templates_write_the_plugin_and_the_lines_and_no_plugin_without_a_to
     assert "TopologyPlugin=topology/block" in slurm_conf.splitlines()
     body = [line for line in topology_conf.splitlines() if not line.startswith("#")]
     assert body == ["BlockName=nvl_9c6f5af3_4026 Nodes=t[1-2]"]
-    slurm_conf, _ = slurm_files(lines, topology(lines, "none"))
+    slurm_conf = slurm_files(lines, topology(lines, "none"))[0]
     assert "TopologyPlugin" not in slurm_conf
 
 
