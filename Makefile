@@ -40,7 +40,7 @@ ALL_SCENARIOS := $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/mole
 # alone, on Debian 12), 23.11 (site and mig on Ubuntu 24.04) and 24.11 (fleet on Debian 13). The
 # other role scenarios stay on Debian 12 (containerd 1.6 through container_toolkit); they pass on
 # Ubuntu 24.04 by hand.
-CI_PLATFORMS := nvidia_driver@ubuntu2404 site@ubuntu2404 k8s_node@ubuntu2404 mig@ubuntu2404 slurm_cluster@ubuntu2204 fleet@debian13
+CI_PLATFORMS := nvidia_driver@ubuntu2404 site@ubuntu2404 k8s_node@ubuntu2404 mig@ubuntu2404 slurm_cluster@ubuntu2204 fleet@debian13 rack@debian13
 # Scenarios make test leaves out (none now; make test-matrix runs every scenario everywhere).
 CI_SKIP :=
 SCENARIOS := $(if $(SCENARIO),$(SCENARIO),$(foreach s,$(filter-out $(CI_SKIP),$(ALL_SCENARIOS)),$(or $(filter $(s)@%,$(CI_PLATFORMS)),$(s))))

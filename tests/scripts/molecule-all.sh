@@ -21,7 +21,7 @@ jobs=${MOLECULE_JOBS:-2}
 mkdir -p .cache/molecule
 
 # Longest first, so the last scenario to start is a short one (times from a cold make test).
-order=(site slurm_cluster mig fleet nvidia_driver k8s_node slurm ofed container_toolkit nccl secure_boot driver_upgrade dcgm
+order=(site slurm_cluster mig fleet nvidia_driver k8s_node slurm rack ofed container_toolkit nccl secure_boot driver_upgrade dcgm
   gpu_facts preflight gpusim os_tuning)
 # A scenario on several platforms: its first platform in the first round, its second in the
 # second, and so on, so that its runs are far apart in the queue (they cannot overlap, below).
