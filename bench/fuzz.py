@@ -30,6 +30,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils import (  # noqa: E
     fleet,
     health,
     ibstat,
+    imex,
     k8s,
     nccl_tests,
     node_state,
@@ -117,6 +118,7 @@ READERS = {
     "chart_values": (chart_values, "upstream", bundle.BundleError),
     "chart_index": (chart_index, "upstream", bundle.BundleError),
     "fleet_record": (fleet_record, "fleet_record", fleet.FleetError),
+    "imex_domain": (imex.parse_domain_status, "imex"),
 }
 
 
