@@ -54,3 +54,17 @@ def test_a_two_node_job_lands_in_the_block_and_the_node_outside_runs_its_own_par
     assert sorted(ran.split()) == ["rack-t1", "rack-t2"]
     alone = host.check_output("timeout 120 srun --nodes=1 --partition=pcie hostname")
     assert alone.split() == ["rack-x"]
+
+
+def test_each_job_would_get_its_imex_channel_and_slurmd_says_why_it_has_none_here(host):
+    """SwitchType=switch/nvidia_imex (the cluster has NVLink blocks, Debian 13's Slurm has the plugin):
+    on a real tray slurmd creates each job's IMEX channel; here the stand-in driver has no
+    nvidia-caps-imex-channels device, and the real plugin says it stays off."""
+    if name(host) == CONTROLLER:
+        config = host.check_output("scontrol show config")
+        assert re.search(r"^SwitchType\s+= switch/nvidia_imex$", config, re.M)
+    elif name(host) == "rack-t1":
+        log = host.file("/var/log/slurm/slurmd.log").content_string
+        assert "nvidia-caps-imex-channels major device not found, plugin disabled" in log
+    else:
+        pytest.skip("checked on the controller and one tray")

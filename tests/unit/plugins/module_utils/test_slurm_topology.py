@@ -157,7 +157,7 @@ def test_a_recorded_domain_that_is_not_a_uuid_and_a_clique_is_refused():
         fleet.check_section("slurm", tray("t1", dict(RACK_A, clique_id="1")), "t1", None)
 
 
-def slurm_files(lines, decided):
+def slurm_files(lines, decided, **extra):
     variables = {
         "ansible_managed": "test",
         "inventory_hostname": "ctl",
@@ -172,6 +172,7 @@ def slurm_files(lines, decided):
         "__slurm_dbd_host": "",
         "__slurm_job_gpu_metrics": False,
         "slurm_partitions": [{"name": "gpu", "group": "slurm_compute", "default": True}],
+        **extra,
     }  # fmt: skip
     return render("slurm/slurm.conf.j2", **variables), render("slurm/topology.conf.j2", **variables)
 
@@ -226,3 +227,27 @@ def test_a_deep_chain_of_switches_is_read_in_linear_time():
     decided = topology(four(), "tree", chain)
     assert len(decided["lines"]) == 20_001
     assert time.process_time() - began < 5
+
+
+PLUGINS = {"files": [{"path": f"/usr/lib/x86_64-linux-gnu/slurm-wlm/{name}"}
+                     for name in ("topology_block.so", "switch_nvidia_imex.so")]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mode", "found", "setting", "switch"),
+    [
+        ("auto", PLUGINS, "auto", "switch/nvidia_imex"),
+        # A Slurm without the plugin (before 24.05), or no NVLink block (the plugins are not looked for).
+        ("auto", {"files": PLUGINS["files"][:1]}, "auto", None),
+        ("none", {}, "auto", None),
+        ("auto", PLUGINS, "none", None),
+        ("auto", PLUGINS, "switch/nvidia_imex", "switch/nvidia_imex"),
+    ],
+)
+def test_each_job_gets_its_imex_channel_where_the_cluster_has_nvlink_blocks_and_slurm_the_plugin(
+    mode, found, setting, switch
+):
+    lines = fleet_of(t1=tray("t1", RACK_A), t2=tray("t2", RACK_A))
+    slurm_conf = slurm_files(lines, topology(lines, mode), __slurm_domain_plugins=found, slurm_switch_type=setting)[0]
+    written = [line.split("=", 1)[1] for line in slurm_conf.splitlines() if line.startswith("SwitchType=")]
+    assert written == ([switch] if switch else [])
