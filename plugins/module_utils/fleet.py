@@ -63,6 +63,16 @@ def _need(cond, node, path, what):
     )
 
 
+def _nvlink_domain(domain):
+    """A recorded NVLink domain: ``{"cluster_uuid": a UUID, "clique_id": a 32-bit number}``."""
+    if not isinstance(domain, dict) or not isinstance(domain.get("cluster_uuid"), str):
+        return False
+    clique = domain.get("clique_id")
+    if isinstance(clique, bool) or not isinstance(clique, int):
+        return False
+    return bool(_UUID.match(domain["cluster_uuid"])) and 0 <= clique < 2**32
+
+
 def _slurm(data, node, path):
     _need(isinstance(data, dict), node, path, "slurm section is not a mapping")
     _need(
@@ -90,15 +100,7 @@ def _slurm(data, node, path):
     )
     domain = data.get("nvlink_domain")
     _need(
-        domain is None
-        or (
-            isinstance(domain, dict)
-            and isinstance(domain.get("cluster_uuid"), str)
-            and _UUID.match(domain["cluster_uuid"])
-            and isinstance(domain.get("clique_id"), int)
-            and not isinstance(domain["clique_id"], bool)
-            and 0 <= domain["clique_id"] < 2**32
-        ),
+        domain is None or _nvlink_domain(domain),
         node,
         path,
         f"nvlink_domain {domain!r} is not a cluster UUID and a clique number",

@@ -57,7 +57,7 @@ def ready(count=2, **changes):
         for i in range(count)
     }
     for path, value in changes.items():
-        node, _, peer = path.partition("_")
+        node, peer = path.partition("_")[::2]
         if peer:
             data["nodes"][node]["connections"][peer]["status"] = value
         else:
@@ -113,7 +113,8 @@ def test_any_json_is_read_or_refused_with_a_parse_error(value):
 RACK = {"cluster_uuid": "5d1c0a9e-7f3b-4c2d-9e8f-1a2b3c4d5e6f", "clique_id": 32766}
 
 
-def tray(address, domain=RACK, gpus=4):
+def tray(address, domain="rack", gpus=4):
+    domain = RACK if domain == "rack" else domain
     return {"address": address, "nvlink_domain": dict(domain) if domain else None, "gpus": gpus}
 
 
