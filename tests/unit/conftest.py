@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -40,6 +41,20 @@ def load_script(path: Path, name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def ansible_playbook(*args, env=None, timeout=300):
+    """The checkout's ansible-playbook run from the repository's root with ARGS (a playbook, an
+    inventory, options); the finished process, its output captured."""
+    return subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "ansible-playbook"), *(str(arg) for arg in args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def trusted(value):

@@ -13,13 +13,12 @@ run's read, and a GPU that failed since passed."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, ansible_playbook
 
 # One H100 of a lent machine, as nvidia-smi answered there (tests/unit/fixtures/SOURCES.md).
 FIXTURES = ROOT / "tests/unit/fixtures"
@@ -59,18 +58,16 @@ def run(tmp_path):
     def reads(playbook, *args):
         """The number of times the run read the GPUs (nvidia-smi -q -x)."""
         calls.unlink(missing_ok=True)
-        done = subprocess.run(
-            [
-                str(ROOT / ".venv" / "bin" / "ansible-playbook"),
-                *(str(playbook), "-i", "localhost,", "-c", "local"),
-                *("-e", f"ansible_python_interpreter={sys.executable}", *args),
-            ],
-            capture_output=True,
-            text=True,
+        done = ansible_playbook(
+            playbook,
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            *args,
             env=env,
-            cwd=ROOT,
-            timeout=300,
-            check=False,
         )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
         return calls.read_text().splitlines().count("-q -x") if calls.exists() else 0

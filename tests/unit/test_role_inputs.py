@@ -6,7 +6,6 @@ site.yml running all of them in preflight, before the play that changes the node
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
@@ -14,7 +13,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 from ansible_collections.gpuops.cluster.plugins.action.input_rules import evaluate
-from conftest import ROOT, trusted
+from conftest import ROOT, ansible_playbook, trusted
 
 ROLES = ROOT / "roles"
 PREFLIGHT_DEFAULTS = yaml.safe_load((ROLES / "preflight" / "defaults" / "main.yml").read_text())
@@ -262,22 +261,8 @@ def test_site_stops_on_a_bad_input_in_preflight_before_the_setup_play(tmp_path):
     )
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     # Check mode, and a tag no role task has: only the always-tagged plays (facts, preflight) run.
-    result = subprocess.run(
-        [
-            str(ROOT / ".venv" / "bin" / "ansible-playbook"),
-            str(ROOT / "playbooks" / "site.yml"),
-            "-i",
-            str(inventory),
-            "--check",
-            "--tags",
-            "gpuops_none",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
+    result = ansible_playbook(
+        ROOT / "playbooks" / "site.yml", "-i", inventory, "--check", "--tags", "gpuops_none", env=env
     )
     out = result.stdout + result.stderr
     assert result.returncode != 0, out

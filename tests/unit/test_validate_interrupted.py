@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
-from conftest import ROOT
+from conftest import ROOT, ansible_playbook
 
 SCONTROL = """#!/bin/sh
 echo "scontrol $*" >> "$FAKE_SLURM/calls"
@@ -64,15 +63,7 @@ def play(tmp_path, tasks_from, variables):
         "ansible_python_interpreter": sys.executable,
     }
     extra.update(variables)
-    done = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "ansible-playbook"), str(playbook), "-i", "localhost,", "-e", json.dumps(extra)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
-    )
+    done = ansible_playbook(playbook, "-i", "localhost,", "-e", json.dumps(extra), env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     calls = (tmp_path / "calls").read_text().splitlines() if (tmp_path / "calls").exists() else []
     (tmp_path / "calls").unlink(missing_ok=True)
