@@ -22,6 +22,7 @@ import ipaddress
 import json
 
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+from ansible_collections.gpuops.cluster.plugins.module_utils.slurm_topology import MAX_DOMAIN_GPUS
 
 COMMAND = "nvidia-imex-ctl -N -j"
 DOMAIN_STATES = ("UP", "DEGRADED", "DOWN")
@@ -47,8 +48,6 @@ CONNECTION_STATES = (
     "NODES_MISMATCH",
     "AUTHENTICATION_ERROR",
 )
-# The largest NVLink domain sold as one rack (GB200 and GB300 NVL72): 18 trays of 4 GPUs.
-MAX_DOMAIN_GPUS = 72
 
 
 class ImexError(ValueError):
