@@ -119,6 +119,9 @@ READERS = {
     "chart_index": (chart_index, "upstream", bundle.BundleError),
     "fleet_record": (fleet_record, "fleet_record", fleet.FleetError),
     "imex_domain": (imex.parse_domain_status, "imex"),
+    # The validate role's imex check: what it makes of the tool's output (a record, never an exception).
+    "imex_check": (lambda text: imex.check_records("127.0.0.1\n127.0.0.2\n", text), "imex"),
+    "imex_node_list": (imex.parse_node_list, "imex"),
 }
 
 

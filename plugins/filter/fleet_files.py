@@ -14,7 +14,8 @@ description:
     names, sorted), C(hostnames) (inventory name to host name) and C(domains) (the multi-node NVLink domains of
     the nodes, each with C(name), C(cluster_uuid), C(clique_id), C(members), C(nodes), C(count) and C(gpus)).
   - For C(scrape), each job's Prometheus file_sd entries (a C(targets) list and C(labels) with C(node)), in node
-    order. For C(validation), an empty mapping.
+    order. For C(imex), C(domains) (each NVLink domain with C(cluster_uuid), C(clique_id), C(members) and C(nodes),
+    its IMEX node list). For C(validation), an empty mapping.
   - M(gpuops.cluster.fleet_state) returns the same answer as its C(files) key; this filter gives it where no fleet
     host keeps a state.
 author:
@@ -28,7 +29,7 @@ options:
     description: The fleet-state section.
     type: str
     required: true
-    choices: [slurm, scrape, validation]
+    choices: [slurm, scrape, validation, imex]
 """
 
 EXAMPLES = r"""

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import re
 
+from ansible_collections.gpuops.cluster.plugins.module_utils.imex import ImexError
+from ansible_collections.gpuops.cluster.plugins.module_utils.imex import domains as imex_domains
 from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import node_lines, plain_data
 
 # The record layout this collection writes. A file of a higher number comes from a newer
@@ -27,6 +29,8 @@ _NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
 _HOSTNAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}\Z")
 _TARGET = re.compile(r"[A-Za-z0-9.:\[\]_-]+:[0-9]{1,5}\Z")
 _UUID = re.compile(r"[0-9A-Fa-f]{8}(-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}\Z")
+# An IPv4 or IPv6 address as the imex role records it (ipaddress checks it again when listed).
+_ADDRESS = re.compile(r"[0-9A-Fa-f.:]{2,45}\Z")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9:]{8}Z)?\Z")
 
 _SPEC_INTS = ("cpus", "boards", "sockets_per_board", "cores_per_socket", "threads_per_core", "real_memory", "gpus")
@@ -146,6 +150,24 @@ def _scrape(data, node, path):
     )
 
 
+def _imex(data, node, path):
+    _need(isinstance(data, dict), node, path, "imex section is not a mapping")
+    _need(
+        isinstance(data.get("address"), str) and _ADDRESS.match(data["address"]),
+        node,
+        path,
+        f"imex address {data.get('address')!r} is not an IP address",
+    )
+    _need(
+        _nvlink_domain(data.get("nvlink_domain")),
+        node,
+        path,
+        f"imex nvlink_domain {data.get('nvlink_domain')!r} is not a cluster UUID and a clique number",
+    )
+    gpus = data.get("gpus")
+    _need(isinstance(gpus, int) and not isinstance(gpus, bool) and gpus > 0, node, path, f"imex gpus {gpus!r}")
+
+
 def _validation(data, node, path):
     _need(isinstance(data, dict), node, path, "validation section is not a mapping")
     _need(data.get("verdict") in ("pass", "fail"), node, path, f"validation verdict {data.get('verdict')!r}")
@@ -188,7 +210,7 @@ def _gpu_fault(entry):
 
 
 # Each section with the check its data must pass, written and read alike.
-SECTIONS = {"slurm": _slurm, "scrape": _scrape, "validation": _validation}
+SECTIONS = {"slurm": _slurm, "scrape": _scrape, "validation": _validation, "imex": _imex}
 
 
 def check_section(section, data, node, path):
@@ -331,7 +353,13 @@ def files(section, nodes):
     """What the cluster-wide files say of a section's nodes (the ``nodes`` that :func:`merge` returns),
     worked out once in Python so that a template walks a few entries instead of every node: for
     ``slurm``, slurm.conf's and gres.conf's node lines (:func:`slurm.node_lines`); for ``scrape``,
-    each job's file_sd entries (:func:`scrape_targets`); for ``validation``, nothing."""
+    each job's file_sd entries (:func:`scrape_targets`); for ``imex``, each NVLink domain's IMEX node
+    list (:func:`imex.domains`); for ``validation``, nothing."""
+    if section == "imex":
+        try:
+            return {"domains": imex_domains(nodes)}
+        except ImexError as err:
+            raise FleetError(f"the fleet state's IMEX domains: {err}") from None
     if section == "slurm":
         return node_lines(nodes)
     if section == "scrape":

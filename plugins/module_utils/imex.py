@@ -166,3 +166,84 @@ def node_list(members):
         seen[address] = node
         lines.append(address)
     return lines
+
+
+def domain_problems(status, expected):
+    """What keeps this tray's IMEX domain from being ready: ``status`` as :func:`parse_domain_status`
+    returns it, ``expected`` the node list the tray's ``nodes_config.cfg`` holds. The daemon reads
+    its list at start: a daemon that lists other nodes runs an older list (restart it)."""
+    problems = list(status["problems"])
+    hosts = [node["host"] for node in status["nodes"]]
+    if hosts != list(expected):
+        problems.insert(
+            0,
+            "the daemon's nodes are {} but nodes_config.cfg lists {}: restart nvidia-imex on every tray of "
+            "the domain so that each reads the same list".format(
+                ", ".join(hosts) or "none", ", ".join(expected) or "none"
+            ),
+        )
+    return problems
+
+
+def parse_node_list(text):
+    """The addresses of a ``nodes_config.cfg`` (one per line; blank lines and ``#`` comments skipped)."""
+    addresses = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            addresses.append(str(ipaddress.ip_address(line)))
+        except ValueError as err:
+            raise ParseError(f"line {number} {line[:80]!r} is not an IP address", "nodes_config.cfg") from err
+    return addresses
+
+
+def domains(records):
+    """The IMEX domains of the fleet state's ``imex`` section (inventory name to ``{"address",
+    "nvlink_domain", "gpus"}``): ``[{"cluster_uuid", "clique_id", "members", "nodes"}]``, one per
+    NVLink domain in (UUID, clique) order, ``nodes`` its node list (:func:`node_list`)."""
+    grouped = {}
+    for node in sorted(records):
+        domain = records[node].get("nvlink_domain") or {}
+        key = (str(domain.get("cluster_uuid", "")).lower(), domain.get("clique_id"))
+        grouped.setdefault(key, {})[node] = records[node]
+    return [
+        {"cluster_uuid": uuid, "clique_id": clique, "members": sorted(members), "nodes": node_list(members)}
+        for (uuid, clique), members in sorted(grouped.items(), key=lambda item: (item[0][0], item[0][1] or 0))
+    ]
+
+
+NODES_CONFIG = "/etc/nvidia-imex/nodes_config.cfg"
+EXPECTED = "domain UP, every node READY and CONNECTED"
+
+
+def check_records(nodes_text, ctl_output, reason=None):
+    """The validation records (``check``, ``subject``, ``expected``, ``measured``, ``verdict``,
+    ``reason``) of a tray's IMEX domain: its node list's text, ``nvidia-imex-ctl -N -j``'s output
+    (None with ``reason`` where the command could not run)."""
+
+    def rec(measured, verdict, why):
+        return {
+            "check": "imex",
+            "subject": "domain",
+            "expected": EXPECTED,
+            "measured": measured,
+            "verdict": verdict,
+            "reason": why,
+        }
+
+    try:
+        expected = parse_node_list(nodes_text)
+    except ParseError as err:
+        return [rec(None, "fail", f"{NODES_CONFIG}: {err}")]
+    if ctl_output is None:
+        return [rec(None, "fail", f"`{COMMAND}`: {reason or 'no output'}")]
+    try:
+        status = parse_domain_status(ctl_output)
+    except ParseError as err:
+        return [rec(None, "fail", f"could not read `{COMMAND}`: {err}")]
+    problems = domain_problems(status, expected)
+    ready = sum(1 for node in status["nodes"] if node["status"] == "READY")
+    measured = f"{status['status']}, {ready}/{len(status['nodes'])} nodes READY"
+    return [rec(measured, "fail" if problems else "pass", "; ".join(problems))]

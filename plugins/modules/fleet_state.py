@@ -11,7 +11,8 @@ description:
   - The one owner of the fleet state - one JSON file per node in O(dir) on the fleet host (the first Slurm
     controller by default; see the P(gpuops.cluster.fleet#role) role). A record has sections, each written by the
     role that owns it - C(slurm) (the node's Slurm description), C(scrape) (its exporter targets) and
-    C(validation) (its last verdict with date) - each with the date its data last changed.
+    C(validation) (its last verdict with date) and C(imex) (an NVLink-domain tray's IMEX address) - each with the
+    date its data last changed.
   - With O(section), records this run's data for the nodes it reached (O(records)), keeps what earlier runs
     recorded for the others, and returns the section's data for every node of O(inventory) that has some
     (fresh or kept). The cluster-wide files (slurm.conf, gres.conf, scrape targets) are rendered from that.
@@ -30,13 +31,13 @@ options:
   section:
     description: The section this call records and returns; omitted, the call only reads.
     type: str
-    choices: [slurm, scrape, validation]
+    choices: [slurm, scrape, validation, imex]
   records:
     description:
       - Inventory name to this run's data for O(section), for the nodes this run reached.
       - C(slurm) - C(hostname) and C(spec) (P(gpuops.cluster.slurm_node_spec#filter)'s description);
-        C(scrape) - C(targets) (job to host:port) and C(labels); C(validation) - C(verdict) (pass or fail),
-        C(date) and C(findings).
+        C(scrape) - C(targets) (job to host:port) and C(labels); C(imex) - C(address), C(nvlink_domain) and
+        C(gpus); C(validation) - C(verdict) (pass or fail), C(date) and C(findings).
     type: dict
     default: {}
   inventory:
@@ -136,7 +137,7 @@ files:
     - What the cluster-wide files say of the nodes in RV(nodes), worked out once here so that the templates walk a
       few entries, not every node (the P(gpuops.cluster.fleet_files#filter) filter's answer). For C(slurm), the
       node lines of slurm.conf and gres.conf (C(groups), C(gpu_types), C(hostnames)); for C(scrape), each job's
-      file_sd entries; for C(validation), empty.
+      file_sd entries; for C(imex), C(domains) (each NVLink domain's IMEX node list); for C(validation), empty.
   returned: with O(section)
   type: dict
   version_added: 1.1.0
@@ -240,7 +241,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "dir": {"type": "path", "default": "/var/lib/gpuops/fleet"},
-            "section": {"type": "str", "choices": ["slurm", "scrape", "validation"]},
+            "section": {"type": "str", "choices": ["slurm", "scrape", "validation", "imex"]},
             "records": {"type": "dict", "default": {}},
             "inventory": {"type": "list", "elements": "str", "default": []},
             "remove": {"type": "list", "elements": "str", "default": []},
@@ -292,6 +293,8 @@ def _run(module, p, folder):
         result["files"] = section_files(p["section"], plan["nodes"])
     except HostlistError as err:
         module.fail_json(msg=f"fleet_state: the slurm section's host names make no hostlist ({err}).")
+    except FleetError as err:
+        module.fail_json(msg=str(err))
     if module._diff:
         result["diff"] = [
             {

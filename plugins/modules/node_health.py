@@ -16,6 +16,8 @@ description:
   - "Checks: C(gpu_count), C(driver_version), C(persistence_mode), C(ecc), C(fabric) (each GPU's
     NVLink fabric registration: C(Completed) with status C(Success) where the GPU reports one),
     C(recovery_action) (the driver's GPU recovery action, C(None) where the driver reports one),
+    C(imex) (on a tray of a multi-node NVLink domain with the imex role's node list, C(nvidia-imex-ctl -N -j) - the
+    domain C(UP), every node C(READY) and C(CONNECTED), with the tray's node list),
     C(kernel_modules) (per kernel, the running one and every installed one, the driver's modules at the
     installed version, signed by the certificate the nvidia_driver role's DKMS configuration names where
     there is one; fails for the running kernel, warns for another),
@@ -208,6 +210,8 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.ibstat import (
     parse_ibstat,
     parse_ibv_devinfo,
 )
+from ansible_collections.gpuops.cluster.plugins.module_utils.imex import NODES_CONFIG as IMEX_NODES_CONFIG
+from ansible_collections.gpuops.cluster.plugins.module_utils.imex import check_records as imex_records
 from ansible_collections.gpuops.cluster.plugins.module_utils.kernel_modules import (
     installed_kernels,
     read_kernel_modules,
@@ -311,6 +315,19 @@ def _kernel_modules(module, host, version):
     return v.check_kernel_modules(result["kernels"], running, container, signer)
 
 
+def _imex(module, host, reader, facts):
+    """``imex``: where the node's GPUs registered in a multi-node NVLink domain and the imex role wrote
+    the tray's node list for a daemon on the host (not masked for Kubernetes), the daemons' own word."""
+    nodes_text = host.read(IMEX_NODES_CONFIG)
+    masked = os.path.realpath(host.path("/etc/systemd/system/nvidia-imex.service")) == "/dev/null"
+    if not facts.get("nvlink_domain") or nodes_text is None or masked:
+        return []
+    if not module.get_bin_path("nvidia-imex-ctl"):
+        return imex_records(nodes_text, None, "nvidia-imex-ctl is not installed")
+    out, reason = reader.output("imex", ["nvidia-imex-ctl", "-N", "-j"])
+    return imex_records(nodes_text, out, reason)
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -373,6 +390,7 @@ def main():
         checks += v.check_pcie(gpus)
         checks += v.check_fabric(gpus, facts.get("nvswitch_count") or 0)
         checks += v.check_recovery_action(gpus)
+    checks += _imex(module, host, reader, facts)
 
     verbose, reason = reader.output("acs", ["lspci", "-D", "-vvv"], parse_lspci_verbose)
     endpoints = [("GPU{}".format(gpu["index"]), gpu["pci_bus_id"], "gpu") for gpu in gpus if gpu.get("pci_bus_id")]

@@ -45,8 +45,8 @@ def test_the_role_plays_include_each_role_and_list_none():
         assert "roles" not in play
         assert all("ansible.builtin.include_role" in task for task in play["tasks"])
     roles = [task["ansible.builtin.include_role"]["name"].rsplit(".", 1)[1] for _play, task in includes()]
-    assert roles == ["os_tuning", "ofed", "nvidia_driver", "cuda", "cudnn", "nccl", "sharp", "container_toolkit",
-                     "dcgm", "mig", "k8s_node", "slurm", "validate"]  # fmt: skip
+    assert roles == ["os_tuning", "ofed", "nvidia_driver", "imex", "cuda", "cudnn", "nccl", "sharp",
+                     "container_toolkit", "dcgm", "mig", "k8s_node", "slurm", "validate"]  # fmt: skip
 
 
 @pytest.mark.parametrize("play, task", list(includes()), ids=lambda value: value if isinstance(value, str) else "")

@@ -2,20 +2,41 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Slurm's topology from the hardware on Debian 13's slurmctld 24.11: the two GB200 trays of one
 rack's NVLink domain are one block, a two-node job lands in it, and the node outside every block
-runs the jobs of its own partition."""
+runs the jobs of its own partition. IMEX on the trays (the stand-in daemon): each tray lists the
+domain from the fleet state, the daemons say the domain is UP, and a stopped peer is named."""
 
 from __future__ import annotations
 
+import json
 import re
+import time
 
 import pytest
 import testinfra
-from hosts import name
+from ansible_collections.gpuops.cluster.plugins.module_utils.imex import check_records, parse_domain_status
+from hosts import management_address, name
 from slurm_checks import assert_idle_with_gres
 
 CONTROLLER = "rack-ctl"
 # The block's name: nvl_, the cluster UUID's first eight hex digits, the clique (molecule.yml).
 BLOCK = "nvl_5d1c0a9e_32766"
+
+
+TRAYS = ("rack-t1", "rack-t2")
+
+
+def other(host, node):
+    return testinfra.get_host(f"ansible://{node}", ansible_inventory=host.backend.ansible_inventory)
+
+
+def domain_until(host, ready, seconds=30):
+    """``nvidia-imex-ctl -N -j`` on the tray until ``ready(status)`` or the time is up."""
+    deadline = time.monotonic() + seconds
+    while True:
+        out = host.check_output("nvidia-imex-ctl -N -j")
+        if ready(parse_domain_status(out)) or time.monotonic() > deadline:
+            return out
+        time.sleep(1)
 
 
 def controller(host):
@@ -68,3 +89,40 @@ def test_each_job_would_get_its_imex_channel_and_slurmd_says_why_it_has_none_her
         assert "nvidia-caps-imex-channels major device not found, plugin disabled" in log
     else:
         pytest.skip("checked on the controller and one tray")
+
+
+def test_each_tray_lists_the_domain_from_the_fleet_state_and_the_node_outside_runs_no_imex(host):
+    if name(host) not in TRAYS:
+        assert not host.file("/etc/nvidia-imex/nodes_config.cfg").exists
+        assert not host.package("nvidia-imex-580").is_installed
+        if name(host) == CONTROLLER:
+            for tray in TRAYS:
+                record = json.loads(host.file(f"/var/lib/gpuops/fleet/{tray}.json").content_string)
+                assert record["sections"]["imex"]["data"]["address"] == management_address(other(host, tray))
+        return
+    addresses = [management_address(other(host, tray)) for tray in TRAYS]
+    assert host.file("/etc/nvidia-imex/nodes_config.cfg").content_string.split() == addresses
+    # The driver's version, held (apt upgrade cannot move it away from the driver).
+    assert host.package("nvidia-imex-580").version.startswith("580.95.05-")
+    assert "nvidia-imex-580" in host.check_output("apt-mark showhold").split()
+    assert host.service("nvidia-imex").is_running and host.service("nvidia-imex").is_enabled
+    assert not host.file("/etc/modprobe.d/nvidia-imex-channel0.conf").exists
+
+
+def test_the_daemons_say_the_domain_is_up_and_name_a_stopped_peer(host):
+    if name(host) != "rack-t1":
+        pytest.skip("read from one tray, with the other's daemon stopped")
+    nodes = host.file("/etc/nvidia-imex/nodes_config.cfg").content_string
+    (record,) = check_records(nodes, domain_until(host, lambda status: status["status"] == "UP"))
+    assert (record["verdict"], record["measured"]) == ("pass", "UP, 2/2 nodes READY"), record
+    peer = other(host, "rack-t2")
+    peer.run_test("systemctl stop nvidia-imex")
+    try:
+        lost = domain_until(host, lambda status: status["status"] != "UP")
+        (record,) = check_records(nodes, lost)
+        assert record["verdict"] == "fail"
+        assert f"node #1 ({management_address(peer)}) is UNAVAILABLE" in record["reason"], record
+    finally:
+        peer.run_test("systemctl start nvidia-imex")
+    (record,) = check_records(nodes, domain_until(host, lambda status: status["status"] == "UP"))
+    assert record["verdict"] == "pass", record

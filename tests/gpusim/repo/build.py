@@ -283,6 +283,46 @@ def dkms_source(pkg: Package, version: str) -> None:
     )
 
 
+# The IMEX package's config.cfg: the keys the stand-in reads, at the values of Canonical's
+# nvidia-imex-580 (580.196.07), whose unit the stand-in's is too.
+IMEX_CONFIG = """\
+LOG_LEVEL=4
+LOG_FILE_NAME=/var/log/nvidia-imex.log
+DAEMONIZE=1
+BIND_INTERFACE_IP=
+SERVER_PORT=50000
+IMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg
+IMEX_WAIT_FOR_QUORUM=RECOVERY
+IMEX_CMD_ENABLED=1
+IMEX_CMD_BIND_INTERFACE_IP=
+IMEX_CMD_PORT=50005
+"""
+IMEX_UNIT = """\
+[Unit]
+Description=NVIDIA IMEX service (gpusim stand-in)
+After=network-online.target
+
+[Service]
+User=root
+Type=forking
+ExecStart=/usr/bin/nvidia-imex -c /etc/nvidia-imex/config.cfg
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def imex(pkg: Package, version: str) -> None:
+    """The IMEX daemon and its control tool (one stand-in program under both names), the package's
+    config.cfg (a conffile: the node list is the site's own file beside it) and unit."""
+    program = _template("nvidia-imex.py", VERSION=version)
+    pkg.files["/usr/bin/nvidia-imex"] = (program, 0o755)
+    pkg.files["/usr/bin/nvidia-imex-ctl"] = (program, 0o755)
+    pkg.files["/etc/nvidia-imex/config.cfg"] = (IMEX_CONFIG, 0o644)
+    pkg.files["/usr/lib/systemd/system/nvidia-imex.service"] = (IMEX_UNIT, 0o644)
+    pkg.postinst += DAEMON_RELOAD
+
+
 def driver_packages() -> list[Package]:
     pkgs = []
     for branch, (versions, cuda) in DRIVERS.items():
@@ -389,6 +429,7 @@ def driver_packages() -> list[Package]:
             )
             fm.files["/usr/share/nvidia/nvswitch/fabricmanager.cfg"] = ("LOG_LEVEL=4\nFABRIC_MODE=0\n", 0o644)
             pkg(f"libnvidia-nscq-{branch}", "NVIDIA NSCQ library", conflicts=[f"libnvidia-nscq-{o}" for o in others])
+            imex(pkg(f"nvidia-imex-{branch}", "NVIDIA IMEX", conflicts=[f"nvidia-imex-{o}" for o in others]), v)
             pkg(
                 f"cuda-drivers-fabricmanager-{branch}",
                 "CUDA drivers with Fabric Manager",

@@ -9,12 +9,17 @@ import json
 
 import pytest
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+from ansible_collections.gpuops.cluster.plugins.module_utils.fleet import FleetError, check_section, files
 from ansible_collections.gpuops.cluster.plugins.module_utils.imex import (
     CONNECTION_STATES,
     NODE_STATES,
     ImexError,
+    check_records,
+    domain_problems,
+    domains,
     node_list,
     parse_domain_status,
+    parse_node_list,
 )
 from conftest import fixture
 from hypothesis import given, settings
@@ -141,3 +146,69 @@ def test_the_node_list_is_every_trays_address_in_inventory_order():
 def test_a_list_that_would_split_or_mix_a_domain_is_refused_naming_the_trays(members, message):
     with pytest.raises(ImexError, match=message):
         node_list(members)
+
+
+def test_each_domain_of_the_fleet_state_gets_its_own_list():
+    other = dict(RACK, clique_id=7)
+    records = {"b2": tray("10.2.0.2", other), "a1": tray("10.1.0.1"), "b1": tray("10.2.0.1", other)}
+    records["a2"] = tray("10.1.0.2")
+    uuid = RACK["cluster_uuid"]
+    assert domains(records) == [
+        {"cluster_uuid": uuid, "clique_id": 7, "members": ["b1", "b2"], "nodes": ["10.2.0.1", "10.2.0.2"]},
+        {"cluster_uuid": uuid, "clique_id": 32766, "members": ["a1", "a2"], "nodes": ["10.1.0.1", "10.1.0.2"]},
+    ]
+    assert files("imex", records)["domains"] == domains(records)
+
+
+def test_the_fleet_state_refuses_a_bad_imex_record_and_a_domain_over_72_gpus():
+    check_section("imex", tray("10.1.0.1"), "t1", None)
+    for bad, message in (
+        (tray("tray1.example"), "imex address 'tray1.example' is not an IP address"),
+        (tray("10.1.0.1", None), "imex nvlink_domain None is not a cluster UUID"),
+        (tray("10.1.0.1", gpus=0), "imex gpus 0"),
+        (tray("10.1.0.1\n"), "is not an IP address"),
+    ):
+        with pytest.raises(FleetError, match=message):
+            check_section("imex", bad, "t1", None)
+    with pytest.raises(FleetError, match=r"the fleet state's IMEX domains: .* would hold 76 GPUs"):
+        files("imex", {f"t{n:02d}": tray(f"10.0.0.{n}") for n in range(1, 20)})
+
+
+def test_the_daemon_must_run_the_trays_own_list():
+    status = parse_domain_status(ready())
+    assert domain_problems(status, ["10.0.0.1", "10.0.0.2"]) == []
+    assert domain_problems(status, ["10.0.0.1", "10.0.0.2", "10.0.0.3"]) == [
+        "the daemon's nodes are 10.0.0.1, 10.0.0.2 but nodes_config.cfg lists 10.0.0.1, 10.0.0.2, 10.0.0.3: restart "
+        "nvidia-imex on every tray of the domain so that each reads the same list"
+    ]
+
+
+def test_a_node_list_is_addresses_one_per_line():
+    assert parse_node_list("# rack 1\n10.0.0.1\n\n  fd00::2  \n") == ["10.0.0.1", "fd00::2"]
+    with pytest.raises(ParseError, match=r"nodes_config.cfg: line 2 'tray2' is not an IP address"):
+        parse_node_list("10.0.0.1\ntray2\n")
+
+
+def test_the_validation_record_passes_a_ready_domain_and_names_what_is_not():
+    nodes = "10.0.0.1\n10.0.0.2\n"
+    (passed,) = check_records(nodes, ready())
+    assert (passed["check"], passed["verdict"], passed["measured"]) == ("imex", "pass", "UP, 2/2 nodes READY")
+    (lost,) = check_records(nodes, ready(**{"1": "UNAVAILABLE", "0_1": "DISCONNECTED"}))
+    assert lost["verdict"] == "fail"
+    assert "node #0 (10.0.0.1) has no connection to #1 DISCONNECTED" in lost["reason"]
+    assert "node #1 (10.0.0.2) is UNAVAILABLE" in lost["reason"]
+    (down,) = check_records("10.0.0.1\n", DOWN)
+    assert down["verdict"] == "fail" and down["reason"].startswith("the daemon's nodes are 127.0.0.1, 127.0.0.2")
+    (unread,) = check_records(nodes, None, "`nvidia-imex-ctl -N -j` exited 1: Query Status failed.")
+    assert unread["verdict"] == "fail" and "Query Status failed." in unread["reason"]
+    (garbled,) = check_records(nodes, "Connectivity Table Legend:")
+    assert garbled["verdict"] == "fail" and garbled["reason"].startswith("could not read `nvidia-imex-ctl -N -j`")
+    (bad_list,) = check_records("tray1\n", ready())
+    assert bad_list["verdict"] == "fail" and "line 1 'tray1'" in bad_list["reason"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300), st.text(max_size=300))
+def test_the_validation_record_never_raises_on_any_list_or_output(nodes, output):
+    (record,) = check_records(nodes, output)
+    assert record["verdict"] in ("pass", "fail") and record["check"] == "imex"
