@@ -29,6 +29,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils import (  # noqa: E
     dcgm,
     fleet,
     health,
+    ibnetdiscover,
     ibstat,
     imex,
     k8s,
@@ -122,6 +123,13 @@ READERS = {
     # The validate role's imex check: what it makes of the tool's output (a record, never an exception).
     "imex_check": (lambda text: imex.check_records("127.0.0.1\n127.0.0.2\n", text), "imex"),
     "imex_node_list": (imex.parse_node_list, "imex"),
+    # The fabric, through what the slurm role makes of it (Slurm's tree for four nodes).
+    "ibnetdiscover": (
+        lambda text: ibnetdiscover.switch_map(
+            ibnetdiscover.parse_ibnetdiscover(text), {f"gpu{n:02d}": f"gpu{n:02d}" for n in range(1, 5)}
+        ),
+        "ibnetdiscover",
+    ),
 }
 
 

@@ -29,7 +29,7 @@ import posixpath
 import re
 from urllib.parse import unquote, urlsplit
 
-from ansible_collections.gpuops.cluster.plugins.module_utils import apt_index
+from ansible_collections.gpuops.cluster.plugins.module_utils import apt_index, compat
 from ansible_collections.gpuops.cluster.plugins.module_utils.dpkg import version_matches
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
 from ansible_collections.gpuops.cluster.plugins.module_utils.hostlist import hostlist_compress
@@ -550,7 +550,7 @@ def markdown(doc):
 
 # What bundle_hardware must say of a host, and how (the facts site.yml would read on it).
 DECLARED_OS = {"Debian": ("12", "13"), "Ubuntu": ("22.04", "24.04")}
-DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+DEBIAN_ARCH = {name: names["debian"] for name, names in compat.CPU_ARCHITECTURES.items()}
 RELEASES = {
     ("Debian", "12"): "bookworm",
     ("Debian", "13"): "trixie",
@@ -560,7 +560,7 @@ RELEASES = {
 # Where Canonical's driver packages of a declared Ubuntu host are read from (bundle_ubuntu_mirror's
 # default by architecture): the server drivers and their signed modules are in restricted, Fabric
 # Manager and NSCQ in multiverse (the archive's Section fields), released and updated in three pockets.
-UBUNTU_MIRRORS = {"x86_64": "http://archive.ubuntu.com/ubuntu", "aarch64": "http://ports.ubuntu.com/ubuntu-ports"}
+UBUNTU_MIRRORS = {name: names["ubuntu_archive"] for name, names in compat.CPU_ARCHITECTURES.items()}
 UBUNTU_DRIVER_COMPONENTS = ("restricted", "multiverse")
 UBUNTU_POCKETS = ("", "-updates", "-security")
 _PCI_ID = re.compile(r"^(?:(10de|15b3):)?([0-9a-f]{4})$")

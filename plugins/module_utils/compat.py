@@ -229,7 +229,47 @@ DISTRIBUTIONS = {
 RHEL_FAMILY = ("RedHat", "Rocky", "AlmaLinux", "OracleLinux", "CentOS")
 RHEL_MAJORS = ("8", "9", "10")
 NO_CUDA13 = Row("cuda_repo", distributions=("ubuntu2004",))
-REPO_ARCH = {"x86_64": "x86_64", "aarch64": "sbsa", "arm64": "sbsa"}
+# The one table of CPU architectures: each vendor's name for it, by the kernel's (ansible_facts.architecture).
+# debian: dpkg's architecture (packages, the container toolkit's and the MIG manager's .deb assets,
+# deepops#1399 for the latter's amd64/arm64 assets); cuda: the CUDA repository's folder (SOURCES
+# cuda_repo; arm64 servers are sbsa); doca: DOCA-Host's folder (x86_64, arm64-sbsa); ubuntu_archive:
+# where Canonical publishes the architecture (amd64 on archive.ubuntu.com, arm64 on the ports archive).
+CPU_ARCHITECTURES = {
+    "x86_64": {
+        "debian": "amd64",
+        "cuda": "x86_64",
+        "doca": "x86_64",
+        "rpm": "x86_64",
+        "ubuntu_archive": "http://archive.ubuntu.com/ubuntu",
+    },
+    "aarch64": {
+        "debian": "arm64",
+        "cuda": "sbsa",
+        "doca": "arm64-sbsa",
+        "rpm": "aarch64",
+        "ubuntu_archive": "http://ports.ubuntu.com/ubuntu-ports",
+    },
+}
+# The names other tools give the same architectures.
+CPU_ARCHITECTURE_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
+
+
+def architecture_names(machine):
+    """Each vendor's name for a CPU architecture (:data:`CPU_ARCHITECTURES`), from the kernel's name
+    (``x86_64``, ``aarch64``) or dpkg's (``amd64``, ``arm64``); ``ValueError`` naming the supported ones."""
+    key = CPU_ARCHITECTURE_ALIASES.get(machine, machine)
+    if key not in CPU_ARCHITECTURES:
+        raise ValueError(
+            f"CPU architecture {machine!r} has no NVIDIA datacenter packages this collection installs; "
+            f"the supported ones are {', '.join(CPU_ARCHITECTURES)} (arm64 servers: aarch64)."
+        )
+    return CPU_ARCHITECTURES[key]
+
+
+REPO_ARCH = {
+    **{name: names["cuda"] for name, names in CPU_ARCHITECTURES.items()},
+    **{alias: CPU_ARCHITECTURES[name]["cuda"] for alias, name in CPU_ARCHITECTURE_ALIASES.items()},
+}
 
 # --- 3. cuDNN ----------------------------------------------------------------------------------------
 # (first release, last release) -> CUDA majors with a build, compute capability range.

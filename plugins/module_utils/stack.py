@@ -453,6 +453,19 @@ def _os(c, stack, versions):
             "{} {} has no NVIDIA CUDA repository this collection supports.".format(dist or "unknown", major),
             "use Debian 12, Ubuntu 22.04/24.04 or a RHEL 8/9/10 family system.",
         )
+    arch = stack.get("cpu_architecture") or "x86_64"
+    try:
+        compat.architecture_names(arch)
+    except ValueError as err:
+        c.error("cpu_architecture", str(err), "run the GPU stack on x86_64 or aarch64 (arm64) nodes.")
+    else:
+        if compat.CPU_ARCHITECTURE_ALIASES.get(arch, arch) != "x86_64":
+            c.warn(
+                "cpu_architecture",
+                f"{arch}: the packages and repositories are resolved for arm64 (CUDA's sbsa folder, DOCA's "
+                "arm64-sbsa, Canonical's ports archive), but no scenario of this collection runs on arm64.",
+                "try the roles on a staging node of this architecture first.",
+            )
     if repo in compat.NO_CUDA13.distributions:
         for minor in versions:
             if _cuda_major(minor) >= 13:

@@ -805,3 +805,12 @@ def test_dcgm_versions_are_checked_against_nvidias_pairs():
     assert found(problems, "error", "dcgm_exporter_version", "dcgm-exporter 4.1.3 is built for DCGM 4.2.3, not 4.4.1")
     problems, _resolved = run(H100, dcgm_version="3.3.9")
     assert found(problems, "error", "dcgm_version", "'3.3.9' is not a DCGM 4 release")
+
+
+def test_an_architecture_without_nvidia_packages_is_refused_and_arm64_is_resolved_but_said_untested():
+    problems, _resolved = run(H100, cpu_architecture="ppc64le")
+    assert found(problems, "error", "cpu_architecture", "'ppc64le' has no NVIDIA datacenter packages")
+    problems, resolved = run(H100, distribution="Ubuntu", distribution_major_version="24", cpu_architecture="aarch64")
+    assert resolved["repository"]["arch"] == "sbsa"
+    assert found(problems, "warning", "cpu_architecture", "no scenario of this collection runs on arm64")
+    assert not [p for p in run(H100)[0] if p["variable"] == "cpu_architecture"]
