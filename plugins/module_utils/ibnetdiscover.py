@@ -103,12 +103,12 @@ def switch_map(fabric, hostnames):
     then one top switch per connected fabric that has more than one group."""
     by_host = {}
     for node in sorted(hostnames):
-        by_host.setdefault(str(hostnames[node]).split(".")[0].lower(), []).append(node)
+        by_host.setdefault(str(hostnames[node]).split(".", maxsplit=1)[0].lower(), []).append(node)
     leaves_of = {}
     for entry in fabric.values():
         if entry["kind"] != "ca":
             continue
-        host = (entry["description"].split() or [""])[0].split(".")[0].lower()
+        host = (entry["description"].split() or [""])[0].split(".", maxsplit=1)[0].lower()
         for node in by_host.get(host, []):
             for peer, _port in entry["links"].values():
                 if fabric.get(peer, {}).get("kind") == "switch":
