@@ -130,6 +130,8 @@ READERS = {
         ),
         "ibnetdiscover",
     ),
+    # A port's neighbour as ib_facts reads it (smpquery's nodeinfo, its own nodedesc beside it).
+    "smpquery": (lambda text: ibnetdiscover.neighbour(text, "Node Description:....MF0;leaf01:Q/U1"), "ibnetdiscover"),
 }
 
 

@@ -38,6 +38,13 @@ options:
     type: list
     elements: dict
     default: []
+  discover:
+    description:
+      - Add the InfiniBand leaves the nodes read (the files' C(ib_leaves), recorded by the slurm role's discovery)
+        to the switch map - one leaf per group of nodes that share a leaf switch, and one switch above them.
+    type: bool
+    default: false
+    version_added: 1.2.0
 """
 
 EXAMPLES = r"""
@@ -65,13 +72,13 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import plain_
 from ansible_collections.gpuops.cluster.plugins.module_utils.slurm_topology import TopologyError, topology
 
 
-def slurm_topology(files, mode="auto", switches=None):
+def slurm_topology(files, mode="auto", switches=None, discover=False):
     if not isinstance(files, Mapping) or "hostnames" not in files:
         raise AnsibleFilterError(
             "slurm_topology: expected the slurm section's files (fleet_files('slurm'), or fleet_state's files)."
         )
     try:
-        return topology(plain_data(files), str(mode), plain_data(switches or []))
+        return topology(plain_data(files), str(mode), plain_data(switches or []), bool(discover))
     except TopologyError as err:
         raise AnsibleFilterError(str(err)) from err
 

@@ -31,6 +31,7 @@ _TARGET = re.compile(r"[A-Za-z0-9.:\[\]_-]+:[0-9]{1,5}\Z")
 _UUID = re.compile(r"[0-9A-Fa-f]{8}(-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}\Z")
 # An IPv4 or IPv6 address as the imex role records it (ipaddress checks it again when listed).
 _ADDRESS = re.compile(r"[0-9A-Fa-f.:]{2,45}\Z")
+_GUID = re.compile(r"[0-9a-f]{16}\Z")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9:]{8}Z)?\Z")
 
 _SPEC_INTS = ("cpus", "boards", "sockets_per_board", "cores_per_socket", "threads_per_core", "real_memory", "gpus")
@@ -108,6 +109,20 @@ def _slurm(data, node, path):
         node,
         path,
         f"nvlink_domain {domain!r} is not a cluster UUID and a clique number",
+    )
+    leaves = data.get("ib_leaves", [])
+    _need(
+        isinstance(leaves, list)
+        and all(
+            isinstance(leaf, dict)
+            and isinstance(leaf.get("guid"), str)
+            and _GUID.match(leaf["guid"])
+            and isinstance(leaf.get("description"), str)
+            for leaf in leaves
+        ),
+        node,
+        path,
+        f"ib_leaves {leaves!r} is not a list of leaf switches (guid, description)",
     )
     _need(isinstance(spec.get("gres"), str), node, path, "node description has no gres string")
     devices = spec.get("gres_devices")

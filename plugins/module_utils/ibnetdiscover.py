@@ -97,10 +97,8 @@ def _find(parents, item):
 def switch_map(fabric, hostnames):
     """Slurm's tree from a fabric (:func:`parse_ibnetdiscover`) for the compute nodes ``hostnames``
     (inventory name to host name): ``{"switches": [slurm_topology_switches' entries], "unplaced":
-    [inventory names of nodes none of whose adapters the fabric shows on a switch]}``.
-
-    One Slurm leaf per group of nodes that share a leaf switch (named after its first switch),
-    then one top switch per connected fabric that has more than one group."""
+    [inventory names of nodes none of whose adapters the fabric shows on a switch]}``, grouped as
+    :func:`tree_from_leaves` does, with one top switch per connected fabric."""
     by_host = {}
     for node in sorted(hostnames):
         by_host.setdefault(str(hostnames[node]).split(".", maxsplit=1)[0].lower(), []).append(node)
@@ -112,32 +110,83 @@ def switch_map(fabric, hostnames):
         for node in by_host.get(host, []):
             for peer, _port in entry["links"].values():
                 if fabric.get(peer, {}).get("kind") == "switch":
-                    leaves_of.setdefault(node, set()).add(peer)
-    # Switches with a compute node beside them, joined where one node's adapters reach several.
-    parents = {leaf: leaf for leaves in leaves_of.values() for leaf in leaves}
-    for leaves in leaves_of.values():
-        first, *rest = sorted(leaves)
-        for leaf in rest:
-            parents[_find(parents, leaf)] = _find(parents, first)
-    groups = {}
-    for node, leaves in sorted(leaves_of.items()):
-        groups.setdefault(_find(parents, min(leaves)), []).append(node)
+                    leaves_of.setdefault(node, {})[peer] = fabric[peer]["description"]
     # Connected fabrics: switches joined by switch-to-switch links.
     fabric_of = {guid: guid for guid, entry in fabric.items() if entry["kind"] == "switch"}
     for guid in fabric_of:
         for peer, _port in fabric[guid]["links"].values():
             if peer in fabric_of:
                 fabric_of[_find(fabric_of, peer)] = _find(fabric_of, guid)
-    members = {}
+    switches = tree_from_leaves(leaves_of, lambda leaf: _find(fabric_of, leaf))
+    return {"switches": switches, "unplaced": sorted(node for node in hostnames if node not in leaves_of)}
+
+
+def tree_from_leaves(leaves_of, fabric_of=None):
+    """Slurm's switches from each compute node's leaf switches (``leaves_of``: inventory name to
+    ``{guid: description}``): one Slurm leaf per group of nodes that share a leaf switch, named
+    after the group's first switch (:func:`switch_name`), then one switch above the groups of each
+    fabric that has more than one (``fabric_of``: a leaf's fabric; without it, one fabric)."""
+    parents, names = {}, {}
+    for leaves in leaves_of.values():
+        for leaf, description in leaves.items():
+            parents.setdefault(leaf, leaf)
+            names.setdefault(leaf, description)
+    for leaves in leaves_of.values():
+        first, *rest = sorted(leaves)
+        for leaf in rest:
+            parents[_find(parents, leaf)] = _find(parents, first)
+    groups, members = {}, {}
+    for node, leaves in sorted(leaves_of.items()):
+        groups.setdefault(_find(parents, min(leaves)), []).append(node)
     for guid in sorted(parents):
         members.setdefault(_find(parents, guid), []).append(guid)
     switches, tops = [], {}
     for root in sorted(groups, key=lambda leaf: members[leaf][0]):
         first = members[root][0]
-        name = switch_name(first, fabric[first]["description"])
+        name = switch_name(first, names[first])
         switches.append({"name": name, "nodes": groups[root]})
-        tops.setdefault(_find(fabric_of, first), []).append(name)
-    for index, (_root, names) in enumerate(sorted(tops.items(), key=lambda item: item[1][0])):
-        if len(names) > 1:
-            switches.append({"name": f"ib_fabric{index}", "switches": names})
-    return {"switches": switches, "unplaced": sorted(node for node in hostnames if node not in leaves_of)}
+        tops.setdefault(fabric_of(first) if fabric_of else "", []).append(name)
+    for index, (_root, group_names) in enumerate(sorted(tops.items(), key=lambda item: item[1][0])):
+        if len(group_names) > 1:
+            switches.append({"name": f"ib_fabric{index}", "switches": group_names})
+    return switches
+
+
+SMPQUERY = "smpquery -D"
+_SMP_LINE = re.compile(r"([A-Za-z][A-Za-z ]*?):\.*(.*)")
+
+
+def parse_smpquery(text):
+    """``smpquery``'s ``nodeinfo`` or ``nodedesc`` (libibmad's dump: ``Key:....value`` lines after a
+    ``# Node info:`` header; ``Node Description:....text``) as ``{key: value}``."""
+    if not isinstance(text, str):
+        raise ParseError(f"expected text, got {type(text).__name__}", SMPQUERY)
+    fields = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#") or line.startswith("ibwarn:"):
+            continue
+        match = _SMP_LINE.fullmatch(line)
+        if not match:
+            raise ParseError(f"line {number}: not a Key:....value line: {line[:120]!r}", SMPQUERY)
+        fields[match.group(1)] = match.group(2).strip()
+    if not fields:
+        raise ParseError("no Key:....value line: is this smpquery's nodeinfo or nodedesc?", SMPQUERY)
+    return fields
+
+
+def neighbour(nodeinfo, nodedesc):
+    """The node at the other end of a port (``smpquery -D nodeinfo 0,1`` and ``nodedesc 0,1``):
+    ``{"kind": "switch" | "ca" | "router", "guid": 16 hex digits, "description"}``."""
+    info, desc = parse_smpquery(nodeinfo), parse_smpquery(nodedesc)
+    kinds = {"Switch": "switch", "Channel Adapter": "ca", "Router": "router"}
+    kind = kinds.get(info.get("NodeType", ""))
+    guid = info.get("Guid", "")
+    if kind is None or not re.fullmatch(r"0x[0-9A-Fa-f]{1,16}", guid):
+        raise ParseError(
+            f"nodeinfo has no NodeType of {', '.join(kinds)} and Guid (got {info.get('NodeType')!r}, {guid!r})",
+            SMPQUERY,
+        )
+    if "Node Description" not in desc:
+        raise ParseError("nodedesc has no Node Description line", SMPQUERY)
+    return {"kind": kind, "guid": _guid(guid[2:]), "description": desc["Node Description"]}

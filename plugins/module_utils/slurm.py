@@ -324,8 +324,10 @@ def node_lines(nodes):
     (inventory name -> ``{"hostname", "spec", ...}``), worked out once in Python so that the
     templates walk a few groups instead of every node: ``groups`` (see :func:`group_nodes`, by the
     nodes' host names), ``gpu_types`` (the ``gres/gpu:<type>`` names of AccountingStorageTRES,
-    sorted), ``hostnames`` (inventory name -> host name, for the partitions) and ``domains`` (the
-    multi-node NVLink domains, :func:`slurm_topology.domains`, for topology.conf)."""
+    sorted), ``hostnames`` (inventory name -> host name, for the partitions), ``domains`` (the
+    multi-node NVLink domains, :func:`slurm_topology.domains`, for topology.conf) and ``ib_leaves``
+    (inventory name -> ``{guid: description}`` of the leaf switches its InfiniBand ports link to,
+    where they were read)."""
     nodes = plain_data(nodes)
     specs = {data["hostname"]: data["spec"] for data in nodes.values()}
     types = set()
@@ -340,6 +342,12 @@ def node_lines(nodes):
         "gpu_types": sorted(types),
         "hostnames": {node: data["hostname"] for node, data in nodes.items()},
         "domains": domains(nodes),
+        # The leaf switches each node's InfiniBand ports link to (the slurm role's discovery).
+        "ib_leaves": {
+            node: {leaf["guid"]: leaf["description"] for leaf in data["ib_leaves"]}
+            for node, data in sorted(nodes.items())
+            if data.get("ib_leaves")
+        },
     }
 
 

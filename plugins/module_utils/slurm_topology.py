@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpuops.cluster.plugins.module_utils.hostlist import hostlist_compress, hostlist_expand
+from ansible_collections.gpuops.cluster.plugins.module_utils.ibnetdiscover import tree_from_leaves
 
 MODES = ("auto", "none", "block", "tree")
 # The largest NVLink domain sold as one rack: GB200 NVL72 and GB300 NVL72, 72 GPUs in 18 compute
@@ -220,7 +221,7 @@ def _blocks(found):
     return lines
 
 
-def topology(described, mode="auto", switches=None):
+def topology(described, mode="auto", switches=None, discover=False):
     """What slurm.conf and topology.conf say of the cluster's shape, from the node lines of the fleet
     state (:func:`slurm.node_lines`: ``domains`` and ``hostnames``), ``slurm_topology`` and
     ``slurm_topology_switches``: ``{"plugin": "topology/block" | "topology/tree" | None, "lines":
@@ -233,6 +234,14 @@ def topology(described, mode="auto", switches=None):
         raise TopologyError(f"slurm_topology is {mode!r}; it is one of {', '.join(MODES)}.")
     found = described.get("domains") or []
     hostnames = dict(described.get("hostnames") or {})
+    discovered = []
+    if discover:
+        # The leaf switches the nodes' InfiniBand ports read (one group per shared leaf, one
+        # fabric), beside the declared switches (the nodes discovery does not see: RoCE, Ethernet).
+        discovered = tree_from_leaves(
+            {node: dict(leaves) for node, leaves in (described.get("ib_leaves") or {}).items()}
+        )
+        switches = list(switches or []) + discovered
     if mode == "none" or (mode == "auto" and not found and not switches):
         why = "slurm_topology is none" if mode == "none" else "no NVLink domain in the cluster and no switch map"
         return {"plugin": None, "lines": [], "why": why, "outside": []}
@@ -263,6 +272,8 @@ def topology(described, mode="auto", switches=None):
     tree, unknown = _tree(switches, hostnames)
     leaves = sum(1 for line in tree if " Nodes=" in line)
     why = f"topology/tree: {leaves} leaf switch{'es' if leaves != 1 else ''} of slurm_topology_switches"
+    if discovered:
+        why += " and of the InfiniBand leaves the nodes read"
     if unknown:
         why += f"; {', '.join(unknown)} of the map, not compute nodes of the cluster, left out"
     return {"plugin": "topology/tree", "lines": tree, "why": why, "outside": []}

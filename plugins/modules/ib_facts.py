@@ -29,6 +29,15 @@ options:
       - Use C(ibdev2netdev) for the port-to-interface map when it is installed.
     type: bool
     default: true
+  neighbours:
+    description:
+      - Also read the node at the other end of each Active InfiniBand port (its leaf switch), with two
+        read-only direct-route queries of one hop (C(smpquery -C <ca> -P <port> -D nodeinfo 0,1) and
+        C(nodedesc 0,1)), into the port's C(neighbour) (C(kind), C(guid), C(description)), or
+        C(neighbour_error) saying why it could not be read. The slurm role's topology discovery reads it.
+    type: bool
+    default: false
+    version_added: 1.2.0
 """
 
 EXAMPLES = r"""
@@ -80,9 +89,22 @@ ansible_facts:
             - Each port has C(port), C(state), C(physical_state), C(rate) (Gb/s), C(base_lid),
               C(lmc), C(sm_lid), C(capability_mask), C(port_guid), C(link_layer) (InfiniBand or
               Ethernet; old ibstat without the line means InfiniBand, C(link_layer_reported) says
-              which) and C(netdev).
+              which) and C(netdev); with O(neighbours), C(neighbour) or C(neighbour_error) on each Active
+              InfiniBand port.
           type: list
           elements: dict
+        leaves:
+          description: With O(neighbours), the switches the Active InfiniBand ports link to (C(guid), C(description)),
+            in GUID order.
+          type: list
+          elements: dict
+          version_added: 1.2.0
+        neighbour_errors:
+          description: With O(neighbours), each Active InfiniBand port whose neighbour could not be read, as C(ca:port
+            (why)).
+          type: list
+          elements: str
+          version_added: 1.2.0
         active_ports:
           description: The Active ports (C(ca:port)) per link layer; both keys are always there.
           type: dict
@@ -93,6 +115,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.cluster.plugins.module_utils.commands import first_line, parse_or_fail, run
+from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
+from ansible_collections.gpuops.cluster.plugins.module_utils.ibnetdiscover import neighbour
 from ansible_collections.gpuops.cluster.plugins.module_utils.ibstat import (
     active_ports,
     parse_ibdev2netdev,
@@ -119,12 +143,41 @@ def _absent(sysfs_cas, reason):
     }
 
 
+def _read_neighbours(module, cas):
+    """Each Active InfiniBand port's ``neighbour`` (the node at the other end, by a direct-route
+    query of one hop), or ``neighbour_error`` saying why it could not be read."""
+    tool = module.get_bin_path("smpquery", opt_dirs=["/usr/sbin"])
+    for ca in cas:
+        for port in ca["ports"]:
+            if port.get("link_layer") != "InfiniBand" or port.get("state") != "Active":
+                continue
+            if not tool:
+                port["neighbour_error"] = "smpquery was not found (Debian/Ubuntu package infiniband-diags)"
+                continue
+            outputs = []
+            for attribute in ("nodeinfo", "nodedesc"):
+                argv = [tool, "-C", ca["name"], "-P", str(port["port"]), "-D", attribute, "0,1"]
+                rc, out, err = run(module, argv)
+                if rc != 0:
+                    port["neighbour_error"] = "`{}` exited {}: {}".format(
+                        " ".join(argv[1:]), rc, first_line(err, out) or "no output"
+                    )
+                    break
+                outputs.append(out)
+            else:
+                try:
+                    port["neighbour"] = neighbour(*outputs)
+                except ParseError as exc:
+                    port["neighbour_error"] = str(exc)
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
             "ibstat_path": {"type": "path"},
             "ibdev2netdev": {"type": "bool", "default": True},
             "sysfs_root": {"type": "path", "default": "/sys"},
+            "neighbours": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -173,6 +226,8 @@ def main():
         ca["netdevs"] = sorted(set(named) | set(from_sysfs), key=natural_key)
         ca["netdev"] = named[0] if named else (from_sysfs[0] if from_sysfs else None)
 
+    if params["neighbours"]:
+        _read_neighbours(module, cas)
     ports = active_ports(cas)
     facts = {
         "present": True,
@@ -182,6 +237,17 @@ def main():
         "hcas": sorted(cas, key=lambda ca: natural_key(ca["name"])),
         "active_ports": {"InfiniBand": ports.get("InfiniBand", []), "Ethernet": ports.get("Ethernet", [])},
     }
+    if params["neighbours"]:
+        read = [(ca["name"], port) for ca in facts["hcas"] for port in ca["ports"]]
+        switches = {
+            port["neighbour"]["guid"]: port["neighbour"]["description"]
+            for _ca, port in read
+            if (port.get("neighbour") or {}).get("kind") == "switch"
+        }
+        facts["leaves"] = [{"guid": guid, "description": switches[guid]} for guid in sorted(switches)]
+        facts["neighbour_errors"] = [
+            f"{ca}:{port['port']} ({port['neighbour_error']})" for ca, port in read if "neighbour_error" in port
+        ]
     module.exit_json(changed=False, ansible_facts={"infiniband": facts})
 
 

@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 TOOLS = {
     "lspci": "usr/local/bin",
     "ibstat": "usr/local/sbin",
+    "smpquery": "usr/local/sbin",
     "ibdev2netdev": "usr/local/bin",
     "lscpu": "usr/local/bin",
     "ibv_devinfo": "usr/local/bin",

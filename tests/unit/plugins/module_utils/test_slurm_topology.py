@@ -251,3 +251,43 @@ def test_each_job_gets_its_imex_channel_where_the_cluster_has_nvlink_blocks_and_
     slurm_conf = slurm_files(lines, topology(lines, mode), __slurm_domain_plugins=found, slurm_switch_type=setting)[0]
     written = [line.split("=", 1)[1] for line in slurm_conf.splitlines() if line.startswith("SwitchType=")]
     assert written == ([switch] if switch else [])
+
+
+def ib_node(host, *leaves):
+    """A node whose InfiniBand ports read these leaf switches (the slurm role's discovery)."""
+    found = [{"guid": f"{n:016x}", "description": f"MF0;{name}:MQM9790/U1"} for n, name in leaves]
+    return {"hostname": host, "spec": H100, "ib_leaves": found}
+
+
+def test_discovered_leaves_join_the_declared_switches_one_leaf_per_group_and_a_switch_above():
+    """gpu01-02 on leaf su1 (both rails of a unit), gpu03 on su2, roce01 declared: Slurm's tree."""
+    lines = fleet_of(
+        gpu01=ib_node("gpu01", (1, "su1-r0"), (2, "su1-r1")),
+        gpu02=ib_node("gpu02", (1, "su1-r0"), (2, "su1-r1")),
+        gpu03=ib_node("gpu03", (3, "su2-r0")),
+        roce01={"hostname": "roce01", "spec": H100},
+    )
+    assert lines["ib_leaves"]["gpu03"] == {"0000000000000003": "MF0;su2-r0:MQM9790/U1"}
+    declared = [{"name": "leaf-roce", "nodes": ["roce01"]}]
+    shape = topology(lines, "auto", declared, discover=True)
+    assert shape["plugin"] == "topology/tree"
+    assert shape["lines"] == [
+        "SwitchName=leaf-roce Nodes=roce01",
+        "SwitchName=su1-r0 Nodes=gpu[01-02]",
+        "SwitchName=su2-r0 Nodes=gpu03",
+        "SwitchName=ib_fabric0 Switches=su1-r0,su2-r0",
+    ]
+    assert "InfiniBand leaves the nodes read" in shape["why"]
+    # Without discovery the recorded leaves are not used: the nodes hang off no declared switch.
+    with pytest.raises(TopologyError, match=r"gpu01, gpu02, gpu03 hang off no switch"):
+        topology(lines, "auto", declared)
+    # A node both declared and discovered sits on two leaves: refused as a declared map would be.
+    with pytest.raises(TopologyError, match=r"gpu03"):
+        topology(lines, "tree", [*declared, {"name": "leaf-x", "nodes": ["gpu03"]}], discover=True)
+
+
+def test_a_recorded_leaf_that_is_not_a_guid_and_a_description_is_refused():
+    bad = ib_node("gpu01", (1, "su1"))
+    bad["ib_leaves"][0]["guid"] = "0x1"
+    with pytest.raises(fleet.FleetError, match=r"ib_leaves .* is not a list of leaf switches"):
+        fleet.check_section("slurm", bad, "gpu01", None)

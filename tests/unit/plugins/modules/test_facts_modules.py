@@ -4,6 +4,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 from ansible_collections.gpuops.cluster.plugins.modules import gpu_facts, ib_facts
 from conftest import GPUSIM, fixture, profile_summary
@@ -296,3 +301,71 @@ def test_ib_facts_unreadable_output_fails_with_the_line(monkeypatch):
     exited = run_module(ib_facts.main)
     assert exited.failed and exited.result["line"].strip() == "Rate: fast"
     assert exited.result["cmd"] == ["/usr/sbin/ibstat"]
+
+
+def smpquery_standin(tmp_path, profile, leaf):
+    """What gpusim's smpquery prints for each query of a profile's node on ``leaf``, run for real."""
+    (tmp_path / "leaf.json").write_text(json.dumps({"name": leaf, "model": "MQM9790"}))
+    env = dict(
+        os.environ, GPUSIM_PROFILE_DIR=str(GPUSIM / "profiles" / profile), GPUSIM_IB_LEAF=str(tmp_path / "leaf.json")
+    )
+
+    def answer(*argv):
+        done = subprocess.run(
+            [sys.executable, str(GPUSIM / "bin" / "smpquery"), *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        return (done.returncode, done.stdout, done.stderr)
+
+    return answer
+
+
+def test_ib_facts_reads_each_infiniband_ports_leaf_switch(monkeypatch, tmp_path):
+    answer = smpquery_standin(tmp_path, "dgx-h100", "leaf-ib")
+    outputs = ib_outputs("dgx-h100")
+    ports = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
+    for ca in ports:
+        for attribute in ("nodeinfo", "nodedesc"):
+            argv = ("-C", ca, "-P", "1", "-D", attribute, "0,1")
+            outputs[("/usr/sbin/smpquery", *argv)] = answer(*argv)
+    binaries = {
+        "ibstat": "/usr/sbin/ibstat",
+        "ibdev2netdev": "/usr/sbin/ibdev2netdev",
+        "smpquery": "/usr/sbin/smpquery",
+    }
+    node = Node(monkeypatch, binaries, outputs)
+    facts = run_module(ib_facts.main, {"neighbours": True}, check_mode=True).result["ansible_facts"]["infiniband"]
+    # Two queries per Active InfiniBand port, none for the Ethernet port.
+    assert len(node.calls) == 2 + 2 * len(ports)
+    assert facts["neighbour_errors"] == []
+    assert [leaf["description"] for leaf in facts["leaves"]] == ["MF0;leaf-ib:MQM9790/U1"]
+    assert facts["hcas"][0]["ports"][0]["neighbour"]["kind"] == "switch"
+
+
+def test_ib_facts_names_a_port_whose_neighbour_cannot_be_read(monkeypatch, tmp_path):
+    answer = smpquery_standin(tmp_path, "dgx-h100", "leaf-ib")
+    outputs = ib_outputs("dgx-h100")
+    for ca in ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]:
+        for attribute in ("nodeinfo", "nodedesc"):
+            argv = ("-C", ca, "-P", "1", "-D", attribute, "0,1")
+            outputs[("/usr/sbin/smpquery", *argv)] = (
+                answer(*argv) if ca != "mlx5_4" else answer("-C", "x", "-P", "1", "-D", attribute, "0,1")
+            )
+    binaries = {
+        "ibstat": "/usr/sbin/ibstat",
+        "ibdev2netdev": "/usr/sbin/ibdev2netdev",
+        "smpquery": "/usr/sbin/smpquery",
+    }
+    Node(monkeypatch, binaries, outputs)
+    facts = run_module(ib_facts.main, {"neighbours": True}).result["ansible_facts"]["infiniband"]
+    (error,) = facts["neighbour_errors"]
+    assert error.startswith("mlx5_4:1 (`-C mlx5_4 -P 1 -D nodeinfo 0,1` exited 255: ibwarn: "), error
+    assert "_do_madrpc failed" in error
+    # Without smpquery each port says so.
+    Node(monkeypatch, {"ibstat": "/usr/sbin/ibstat"}, {("/usr/sbin/ibstat",): outputs[("/usr/sbin/ibstat",)]})
+    facts = run_module(ib_facts.main, {"neighbours": True}).result["ansible_facts"]["infiniband"]
+    assert len(facts["neighbour_errors"]) == 8 and "infiniband-diags" in facts["neighbour_errors"][0]
+    assert facts["leaves"] == []
