@@ -54,16 +54,21 @@ def stamp():
     return f"{now.tm_mon}/{now.tm_mday}/{now.tm_year} {time.strftime('%H:%M:%S', now)}.000"
 
 
+def read_line(conn):
+    """One JSON message: the bytes up to a newline (or to the peer's close)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return json.loads(data)
+
+
 def ask(address, port, request, timeout=1.0):
     with socket.create_connection((address, port), timeout=timeout) as conn:
         conn.sendall((json.dumps(request) + "\n").encode())
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = conn.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    return json.loads(data)
+        return read_line(conn)
 
 
 class Daemon:
@@ -130,13 +135,7 @@ class Daemon:
     def answer(self, conn):
         with conn:
             try:
-                data = b""
-                while not data.endswith(b"\n"):
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    data += chunk
-                request = json.loads(data)
+                request = read_line(conn)
                 if request.get("op") == "hello":
                     if request.get("nodes") != self.nodes:
                         reply = {"error": "NODES_MISMATCH"}
