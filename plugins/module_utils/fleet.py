@@ -78,6 +78,13 @@ def _nvlink_domain(domain):
     return bool(_UUID.match(domain["cluster_uuid"])) and 0 <= clique < 2**32
 
 
+def _ib_leaf(leaf):
+    """A recorded InfiniBand leaf switch: ``{"guid": 16 lowercase hex digits, "description"}``."""
+    if not isinstance(leaf, dict) or not isinstance(leaf.get("guid"), str):
+        return False
+    return bool(_GUID.match(leaf["guid"])) and isinstance(leaf.get("description"), str)
+
+
 def _slurm(data, node, path):
     _need(isinstance(data, dict), node, path, "slurm section is not a mapping")
     _need(
@@ -112,14 +119,7 @@ def _slurm(data, node, path):
     )
     leaves = data.get("ib_leaves", [])
     _need(
-        isinstance(leaves, list)
-        and all(
-            isinstance(leaf, dict)
-            and isinstance(leaf.get("guid"), str)
-            and _GUID.match(leaf["guid"])
-            and isinstance(leaf.get("description"), str)
-            for leaf in leaves
-        ),
+        isinstance(leaves, list) and all(_ib_leaf(leaf) for leaf in leaves),
         node,
         path,
         f"ib_leaves {leaves!r} is not a list of leaf switches (guid, description)",
