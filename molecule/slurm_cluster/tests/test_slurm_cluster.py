@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 import testinfra
@@ -184,7 +185,14 @@ def test_rolling_upgrade_left_every_node_on_r580_and_in_service(host):
         if name(host) == "slurm-h100":
             assert host.package("nvidia-fabricmanager-580").version.startswith("580.95.05")
         return
-    rows = [tuple(line.split("|")) for line in host.check_output("sinfo -N -h -p gpu -o '%N|%T|%E'").splitlines()]
+    # A job of the side effect may still be completing (its epilog) when the verify starts: wait
+    # for that to end (a bounded wait), then the nodes must be idle with no reason.
+    deadline = time.monotonic() + 120
+    while True:
+        rows = [tuple(line.split("|")) for line in host.check_output("sinfo -N -h -p gpu -o '%N|%T|%E'").splitlines()]
+        if not any(state.startswith("completing") for _node, state, _reason in rows) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
     assert set(rows) == {
         ("slurm-h100", "idle", "none"),
         ("slurm-l40s", "idle", "none"),
