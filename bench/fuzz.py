@@ -29,7 +29,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils import (  # noqa: E
     dcgm,
     fleet,
     health,
-    ibnetdiscover,
+    ib_fabric,
     ibstat,
     imex,
     k8s,
@@ -123,15 +123,8 @@ READERS = {
     # The validate role's imex check: what it makes of the tool's output (a record, never an exception).
     "imex_check": (lambda text: imex.check_records("127.0.0.1\n127.0.0.2\n", text), "imex"),
     "imex_node_list": (imex.parse_node_list, "imex"),
-    # The fabric, through what the slurm role makes of it (Slurm's tree for four nodes).
-    "ibnetdiscover": (
-        lambda text: ibnetdiscover.switch_map(
-            ibnetdiscover.parse_ibnetdiscover(text), {f"gpu{n:02d}": f"gpu{n:02d}" for n in range(1, 5)}
-        ),
-        "ibnetdiscover",
-    ),
     # A port's neighbour as ib_facts reads it (smpquery's nodeinfo, its own nodedesc beside it).
-    "smpquery": (lambda text: ibnetdiscover.neighbour(text, "Node Description:....MF0;leaf01:Q/U1"), "ibnetdiscover"),
+    "smpquery": (lambda text: ib_fabric.neighbour(text, "Node Description:....MF0;leaf01:Q/U1"), "ibstat"),
 }
 
 

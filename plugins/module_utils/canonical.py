@@ -187,6 +187,14 @@ def _plan(problems, *, branch, flavour, kernel, exact, index, fabricmanager, dis
             f'set nvidia_driver_branch: "{moved}".',
         )
     releases = sorted({upstream(e["version"]) for e in userspace if upstream(e["version"])}, key=vtuple)
+    if not releases:
+        raise _Refused(
+            "nvidia_driver_source",
+            f"{where} lists {n['userspace']} only at versions with no driver release in them "
+            f"({', '.join(e['version'] for e in userspace)[:200]}).",
+            "refresh the apt lists from Ubuntu's archive or its mirror; nvidia_driver_source: nvidia takes "
+            "NVIDIA's repository instead.",
+        )
     utils = index.get(n["utils"], [])
     modules = index.get(n["modules"], [])
     module_entry = _newest(modules)

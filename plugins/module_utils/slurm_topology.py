@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpuops.cluster.plugins.module_utils.hostlist import hostlist_compress, hostlist_expand
-from ansible_collections.gpuops.cluster.plugins.module_utils.ibnetdiscover import tree_from_leaves
+from ansible_collections.gpuops.cluster.plugins.module_utils.ib_fabric import tree_from_leaves
 
 MODES = ("auto", "none", "block", "tree")
 # The largest NVLink domain sold as one rack: GB200 NVL72 and GB300 NVL72, 72 GPUs in 18 compute

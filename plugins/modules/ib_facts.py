@@ -116,7 +116,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.cluster.plugins.module_utils.commands import first_line, parse_or_fail, run
 from ansible_collections.gpuops.cluster.plugins.module_utils.errors import ParseError
-from ansible_collections.gpuops.cluster.plugins.module_utils.ibnetdiscover import neighbour
+from ansible_collections.gpuops.cluster.plugins.module_utils.ib_fabric import neighbour
 from ansible_collections.gpuops.cluster.plugins.module_utils.ibstat import (
     active_ports,
     parse_ibdev2netdev,

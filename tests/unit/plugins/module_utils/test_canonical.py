@@ -175,3 +175,20 @@ def test_a_huge_depends_field_is_read_whole():
     text = "Package: p\nVersion: 1\nDepends: " + "a (>= 1), " * 20000 + "nvidia-kernel-common-580-server (>= 580.1)\n"
     entry = canonical.parse_index(text)["p"][0]
     assert canonical.module_driver(entry, "580") == "580.1"
+
+
+def test_an_index_whose_driver_versions_name_no_release_is_refused_not_a_crash():
+    """Found by the parser fuzz: a userspace package whose every version lacks a dotted release."""
+    name = canonical.names("580", "open", "6.8.0-149-generic")["userspace"]
+    problems, plan = canonical.plan(
+        branch="580",
+        flavour="open",
+        kernel="6.8.0-149-generic",
+        exact=None,
+        index={name: [{"version": "abc", "depends": ""}]},
+        fabricmanager=True,
+        distribution="Ubuntu 24",
+    )
+    assert plan is None
+    assert problems[0][:2] == ("error", "nvidia_driver_source")
+    assert "only at versions with no driver release in them (abc)" in problems[0][2]
