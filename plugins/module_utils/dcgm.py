@@ -278,3 +278,104 @@ def parse_dcgmi_health(text):
         raise ParseError("no Overall Health in the report's body", HEALTH_COMMAND, start + 1, lines[start])
     overall = _health(_value(body["Overall Health"], "Overall Health"), "Overall Health")
     return {"watches": True, "overall": overall, "incidents": _incidents(body)}
+
+
+# ---------------------------------------------------------------------------------------------
+# dcgmi mndiag --json (DCGM 4.3 and later): the JSON dcgmi's MnDiag.cpp builds (DCGM 4.6.0). Its
+# top level has "name" ("DCGM Multi-Node Diagnostic"), "metadata" (num_hosts, num_entities),
+# "hosts" (host_id, hostname, dcgm_version, driver_version, entities: entity_group, entity_id,
+# serial_num), "test_categories" (one category of tests: name, status, results per entity with
+# host_id, entity_group, entity_id, status and warnings), "global_errors" (warning,
+# error_category, host_id), and "runtime_error" when the run itself failed.
+
+MNDIAG_COMMAND = "dcgmi mndiag"
+MNDIAG_RESULTS = ("Pass", "Fail", "Warn", "Skip", "Not Run", "Unknown")
+_MAX_MNDIAG = 10000
+
+
+def _mndiag_status(value, where):
+    if value not in MNDIAG_RESULTS:
+        raise ParseError(f"unknown result {value!r} at {where}", MNDIAG_COMMAND)
+    return value
+
+
+def _mndiag_list(document, key, where):
+    value = document.get(key, [])
+    if not isinstance(value, list) or len(value) > _MAX_MNDIAG:
+        raise ParseError(f"{where}{key} is not a list of at most {_MAX_MNDIAG} entries", MNDIAG_COMMAND)
+    for number, entry in enumerate(value):
+        if not isinstance(entry, dict):
+            raise ParseError(f"{where}{key}[{number}] is not an object", MNDIAG_COMMAND)
+    return value
+
+
+def _mndiag_messages(entries):
+    return [str(entry.get("warning") or "").strip() for entry in entries if str(entry.get("warning") or "").strip()]
+
+
+def _mndiag_results(test, hosts, where):
+    results = []
+    for number, result in enumerate(_mndiag_list(test, "results", where)):
+        host_id = result.get("host_id")
+        entity = result.get("entity_id")
+        if isinstance(host_id, bool) or not isinstance(host_id, int) or isinstance(entity, bool):
+            raise ParseError(f"{where}results[{number}] has no numeric host_id", MNDIAG_COMMAND)
+        results.append(
+            {
+                "host": hosts.get(host_id, f"host {host_id}"),
+                "entity": f"{result.get('entity_group') or 'GPU'} {entity}",
+                "status": _mndiag_status(result.get("status"), f"{where}results[{number}].status"),
+                "messages": _mndiag_messages(_mndiag_list(result, "warnings", f"{where}results[{number}].")),
+            }
+        )
+    return results
+
+
+def parse_dcgmi_mndiag(text):
+    """Parse ``dcgmi mndiag --json``.
+
+    Returns ``{"status", "runtime_error", "hosts": {host_id: hostname}, "results": [{"host",
+    "entity", "status", "messages"}], "errors": [messages]}``: ``status`` the worst test status
+    (Pass, Fail, Warn, Skip, Not Run; None without a test), ``results`` each GPU's result named by
+    its host, ``errors`` the errors of no GPU (an MPI failure, a host that did not answer).
+    Anything else is a ParseError naming the command and what is missing.
+    """
+    lines = text_lines(text, MNDIAG_COMMAND)
+    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("{")), None)
+    if start is None:
+        for number, line in enumerate(lines, 1):
+            if line.strip().startswith("Error"):
+                raise ParseError("the multi-node diagnostic did not run", MNDIAG_COMMAND, number, line)
+        raise ParseError("no report (dcgmi's JSON)", MNDIAG_COMMAND)
+    try:
+        document = json.loads("\n".join(lines[start:]))
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(
+            f"malformed JSON ({getattr(exc, 'msg', exc)})", MNDIAG_COMMAND, start + 1, lines[start]
+        ) from None
+    if not isinstance(document, dict) or document.get("name") != "DCGM Multi-Node Diagnostic":
+        raise ParseError(
+            'not the report of a multi-node diagnostic (no "name": "DCGM Multi-Node Diagnostic")', MNDIAG_COMMAND
+        )
+    hosts = {}
+    for number, host in enumerate(_mndiag_list(document, "hosts", "")):
+        if isinstance(host.get("host_id"), int) and isinstance(host.get("hostname"), str):
+            hosts[host["host_id"]] = host["hostname"]
+        else:
+            raise ParseError(f"hosts[{number}] has no host_id and hostname", MNDIAG_COMMAND)
+    statuses, results = [], []
+    for number, category in enumerate(_mndiag_list(document, "test_categories", "")):
+        for index, test in enumerate(_mndiag_list(category, "tests", f"test_categories[{number}].")):
+            where = f"test_categories[{number}].tests[{index}]."
+            statuses.append(_mndiag_status(test.get("status"), where + "status"))
+            results += _mndiag_results(test, hosts, where)
+    errors = _mndiag_messages(_mndiag_list(document, "global_errors", ""))
+    runtime = document.get("runtime_error")
+    status = next((s for s in ("Fail", "Warn", "Not Run", "Unknown", "Pass", "Skip") if s in statuses), None)
+    return {
+        "status": status,
+        "runtime_error": str(runtime).strip() if runtime else None,
+        "hosts": hosts,
+        "results": results,
+        "errors": errors,
+    }

@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 
+from ansible_collections.gpuops.cluster.plugins.module_utils import imex
 from ansible_collections.gpuops.cluster.plugins.module_utils import node_state as ns
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
 from ansible_collections.gpuops.cluster.plugins.module_utils.dcgm import parse_dcgmi_health
@@ -154,6 +155,8 @@ def load_config(text, path=CONFIG):
         ("repair_reboot", bool),
         ("boot_id_file", str),
         ("watch_interval", int),
+        ("imex", bool),
+        ("imex_nodes_config", str),
     )
     for key, kind in checks:
         value = config.get(key, kind())
@@ -306,6 +309,9 @@ def node_checks(config, read, seen, boot_id):
         records += found
         faults += owed
 
+    if config.get("imex"):
+        records += imex_checks(config, read)
+
     if config.get("fabric", "auto") != "none":
         cas = None
         text, reason = read("ib_ports", ["ibstat"])
@@ -322,6 +328,19 @@ def node_checks(config, read, seen, boot_id):
         if ports or config.get("hcas") or config.get("hca_pci"):
             records += v.check_ib_ports(fabric, ports, v.nic_expectation(ports, overrides))
     return records, with_serials(faults, gpus), recovery, seen
+
+
+def imex_checks(config, read):
+    """``imex`` on a tray the imex role set up (health.json's ``imex``): the daemons' own word on the
+    domain against the tray's node list, as validation's node_health reads it. A list that is gone, or
+    a daemon that does not answer, fails: a tray whose peers do not connect cannot run a job across
+    the rack's NVLink."""
+    path = config.get("imex_nodes_config") or imex.NODES_CONFIG
+    nodes = read_file(path)
+    if nodes is None:
+        return [v.record("imex", "domain", imex.EXPECTED, None, "fail", f"{path} is missing: run the imex role again")]
+    out, reason = read("imex", ["nvidia-imex-ctl", "-N", "-j"])
+    return imex.check_records(nodes, out, reason)
 
 
 def with_serials(faults, gpus):

@@ -49,6 +49,16 @@ LINK_SPEED_SHARE = 0.97
 #   PCIe only: no published all_reduce figure was found; a conservative 0.5 of the slowest GPU's
 #     PCIe bandwidth, to be replaced by a baseline (validate_baseline: record).
 NCCL_NVLINK_EFFICIENCY = {"nvls": {4: 0.99, 5: 0.87}, "nvswitch": 0.77, "direct": 0.87}
+# Across the trays of one multi-node NVLink domain (an NVL72 rack), NCCL_MNNVL_ENABLE=1 makes NCCL
+# reduce over NVLink, not the NICs: each GPU's NVLink bandwidth sets the figure, as inside an
+# NVSwitch node, at the same share. Published: 72 x GB200 over 18 trays, 835-847 GB/s at 4-8 GiB
+# (coreweave/nccl-tests#43) = 0.88 of 18 x 53.125 = 956: the Blackwell share above (0.87) holds.
+# NCCL_MNNVL_ENABLE=1 (NCCL 2.21 and later) fails the run where MNNVL cannot be used (an IMEX
+# domain that is not up, no IMEX channel), rather than measuring the NICs under its name.
+# Across nodes over the NICs, MNNVL is off: trays of one domain would otherwise reduce over NVLink
+# (NCCL's default, 2, uses it wherever it can) and the run would not measure their NICs.
+MNNVL_ENVIRONMENT = {"NCCL_MNNVL_ENABLE": "1"}
+RING_ENVIRONMENT = {"NCCL_ALGO": "Ring", "NCCL_MNNVL_ENABLE": "0"}
 NCCL_PCIE_EFFICIENCY = 0.5
 # PCIe bandwidth per lane and direction (GB/s) per generation, after 128b/130b encoding.
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
@@ -145,13 +155,6 @@ def nvlink_expectation(nvidia_gpu, overrides=None):
     topology = nvidia_gpu.get("topology") or {}
     gpus = list(topology.get("gpus") or []) or [f"GPU{i}" for i in range(int(nvidia_gpu.get("count") or 0))]
     gbps = overrides.get("nvlink_link_gbps") or (table or {}).get("gbps")
-    if nvidia_gpu.get("nvswitch_count") and table:
-        links = int(overrides.get("nvlink_links") or table["links"])
-        kind = "nvls" if table["generation"] >= 4 else "nvswitch"
-        reason = "{} NVSwitches on the PCI bus; {} GPUs have {} NVLink {} links at {} GB/s".format(
-            nvidia_gpu["nvswitch_count"], arch.capitalize(), table["links"], table["generation"], table["gbps"]
-        )
-        return {"links": dict.fromkeys(gpus, links), "gbps": gbps, "kind": kind, "reason": reason}
     rows = topology.get("links") or {}
     counts = {}
     for gpu in gpus:
@@ -160,6 +163,22 @@ def nvlink_expectation(nvidia_gpu, overrides=None):
             if other.startswith("GPU") and cell.startswith("NV"):
                 total += int(cell[2:])
         counts[gpu] = total
+    # Behind switches the host does not see (an NVL72 tray's GPUs reach the rack's switch trays),
+    # topo -m prints each GPU's links in every peer's cell (NV18 to each of three): more than a GPU
+    # has. A GPU registered in a multi-node NVLink domain is behind switches too.
+    outside = nvidia_gpu.get("nvlink_domain") or (table and max(counts.values(), default=0) > table["links"])
+    if (nvidia_gpu.get("nvswitch_count") or outside) and table:
+        links = int(overrides.get("nvlink_links") or table["links"])
+        kind = "nvls" if table["generation"] >= 4 else "nvswitch"
+        where = (
+            "{} NVSwitches on the PCI bus".format(nvidia_gpu["nvswitch_count"])
+            if nvidia_gpu.get("nvswitch_count")
+            else "NVLink switches outside the node (a multi-node NVLink domain)"
+        )
+        reason = "{}; {} GPUs have {} NVLink {} links at {} GB/s".format(
+            where, arch.capitalize(), table["links"], table["generation"], table["gbps"]
+        )
+        return {"links": dict.fromkeys(gpus, links), "gbps": gbps, "kind": kind, "reason": reason}
     if any(counts.values()):
         return {
             "links": counts,
@@ -259,6 +278,7 @@ THRESHOLD_KEYS = {
     "ib_rate_gbps": "Gb/s per compute port",
     "nccl_node_busbw_gbps": "GB/s of all_reduce bus bandwidth on one node",
     "nccl_multi_busbw_gbps": "GB/s of all_reduce bus bandwidth across nodes",
+    "nccl_mnnvl_busbw_gbps": "GB/s of all_reduce bus bandwidth across the trays of an NVLink domain",
     "node_floor_share": "a share above 0 and at most 1",
     "nic_floor_share": "a share above 0 and at most 1",
 }
@@ -323,6 +343,63 @@ def nccl_multi_expectation(nodes_ports, overrides=None):
         "floor": round(share * expected, 1),
         "reason": f"{count} compute port(s) x {rate} Gb/s x {NIC_EFFICIENCY} / 8 ({host}); gate {share} of it",
     }
+
+
+def nccl_mnnvl_expectation(nvidia_gpu, overrides=None):
+    """Across the trays of a multi-node NVLink domain: each GPU's NVLink links x speed x the share
+    NVLink SHARP reaches on its generation; None where the node is in no domain."""
+    overrides = overrides or {}
+    nvidia_gpu = nvidia_gpu or {}
+    if not nvidia_gpu.get("nvlink_domain"):
+        return {"expected": None, "floor": None, "reason": "the node's GPUs are in no multi-node NVLink domain"}
+    share = float(overrides.get("node_floor_share") or NODE_FLOOR_SHARE)
+    if overrides.get("nccl_mnnvl_busbw_gbps"):
+        return _overridden(overrides, "nccl_mnnvl_busbw_gbps", share)
+    arch = (nvidia_gpu.get("architecture") or "").lower()
+    table = NVLINK.get(arch)
+    if not table:
+        return {
+            "expected": None,
+            "floor": None,
+            "reason": f"no NVLink figures for the {arch or 'unknown'} architecture",
+        }
+    links = int(overrides.get("nvlink_links") or table["links"])
+    gbps = float(overrides.get("nvlink_link_gbps") or table["gbps"])
+    efficiency = NCCL_NVLINK_EFFICIENCY["nvls"].get(table["generation"], NCCL_NVLINK_EFFICIENCY["nvswitch"])
+    expected = round(links * gbps * efficiency, 1)
+    return {
+        "expected": expected,
+        "floor": round(share * expected, 1),
+        "reason": f"{links} NVLink {table['generation']} links x {gbps} GB/s x {efficiency} across the domain's trays "
+        f"(NCCL_MNNVL_ENABLE=1); gate {share} of it",
+    }
+
+
+# DCGM's multi-node diagnostic (dcgmi mndiag, mnubergemm): the GPUs DCGM runs it on, by PCI device,
+# and the first DCGM release for each (DCGM's mnubergemm reference: GB200 NVL 0x2941 from 4.3,
+# GB300 NVL 0x31c2 from 4.4).
+MNDIAG_DEVICES = {"2941": "4.3", "31c2": "4.4"}
+
+
+def _release(text):
+    """4.4.1 of 4.4.1, 1:4.4.1-1 (an epoch and a revision) or 4.4.1-1-1 as apt writes it."""
+    parts = re.findall(r"\d+", re.sub(r"^\d+:", "", str(text or "")))[:3]
+    return tuple(int(part) for part in parts)
+
+
+def mndiag_support(nvidia_gpu, dcgm_version):
+    """None where DCGM's multi-node diagnostic runs on this node's GPUs with ``dcgm_version``, else
+    why not."""
+    gpus = (nvidia_gpu or {}).get("gpus") or []
+    devices = {re.sub(r"^0x", "", str(gpu.get("pci_device_id") or "").lower())[:4] for gpu in gpus}
+    if not gpus or not devices <= set(MNDIAG_DEVICES):
+        return "DCGM's multi-node diagnostic runs on GB200 and GB300 NVL GPUs only"
+    if not dcgm_version:
+        return "no DCGM release known (dcgm_version)"
+    need = max((MNDIAG_DEVICES[d] for d in devices), key=_release)
+    if _release(dcgm_version) < _release(need):
+        return f"DCGM {dcgm_version} has no multi-node diagnostic for these GPUs (DCGM {need} and later)"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1059,6 +1136,49 @@ def nccl_check(  # noqa: PLR0917
     return record(check, subject, expected, measured, "pass", reason)
 
 
+def mndiag_checks(subject, parsed, names):
+    """The verdict on one ``dcgmi mndiag`` run over a domain's trays: ``(record, {host: [records]})``.
+
+    ``parsed``: :func:`dcgm.parse_dcgmi_mndiag`'s result; ``names``: each inventory host by the
+    name the run was given (its host name). A GPU that failed is a ``mndiag`` record of its host
+    (which drains it); a run that did not finish, or failed without naming a GPU, fails the run
+    (every tray's finding, no drain: nothing says which tray); a tray without a result fails it too.
+    """
+    per_host = {}
+    short = {name.split(".")[0]: host for name, host in names.items()}
+    for result in parsed["results"]:
+        host = names.get(result["host"]) or short.get(result["host"].split(".")[0])
+        if host is None:
+            continue
+        verdict = {"Fail": "fail", "Warn": "warn", "Pass": "pass"}.get(result["status"], "skip")
+        reason = "; ".join(result["messages"]) or f"mnubergemm: {result['status']}"
+        per_host.setdefault(host, []).append(
+            record("mndiag", result["entity"], "Pass", result["status"], verdict, reason)
+        )
+    expected = "Pass on every GPU of " + ", ".join(sorted(names.values(), key=natural_key))
+    if parsed["runtime_error"] or parsed["status"] is None:
+        why = parsed["runtime_error"] or "the report lists no test"
+        errors = "; ".join(parsed["errors"])
+        return record(
+            "mndiag", subject, expected, None, "fail", f"cannot check: {why}" + (f" ({errors})" if errors else "")
+        ), per_host
+    missing = sorted((host for host in names.values() if host not in per_host), key=natural_key)
+    failed = sorted((h for h, records in per_host.items() if worst(records) == "fail"), key=natural_key)
+    if failed:
+        return record(
+            "mndiag", subject, expected, parsed["status"], "fail", "GPUs failed on " + ", ".join(failed)
+        ), per_host
+    if parsed["status"] == "Fail" or missing:
+        why = "; ".join(parsed["errors"]) or "it failed without naming a GPU"
+        if missing:
+            why = "no result for the GPUs of " + ", ".join(missing) + ("; " + why if parsed["status"] == "Fail" else "")
+        return record("mndiag", subject, expected, parsed["status"], "fail", why), per_host
+    verdict = {"Pass": "pass", "Warn": "warn"}.get(parsed["status"], "fail")
+    return record(
+        "mndiag", subject, expected, parsed["status"], verdict, f"mnubergemm over {len(names)} trays"
+    ), per_host
+
+
 def drain_reason(records, limit=200):
     """``gpuops-validate: nvlink GPU3, pcie GPU5``: the failed checks, for scontrol's Reason."""
     failed = ["{} {}".format(r["check"], r["subject"]) for r in records if r["verdict"] == "fail"]
@@ -1146,6 +1266,7 @@ def multi_node_plan(nodes, overrides=None, whole_set=True, partners=None):
             counts[host], ports[host] = int(node["gpus"]), node["compute_ports"]
             good.setdefault(node["fabric"], []).append(host)
     runs = []
+    runs_nvlink, mndiag = _nvlink_domain_runs(nodes, counts, skipped)
     for fabric, hosts in sorted(by_fabric.items()):
         partner = (good.get(fabric) or [None])[0]
         if len(hosts) < 2 and partner is None:
@@ -1177,9 +1298,59 @@ def multi_node_plan(nodes, overrides=None, whole_set=True, partners=None):
                     "hosts": members,
                     "gpus_per_node": gpus,
                     "expectation": expectation,
+                    "environment": dict(RING_ENVIRONMENT),
                 }
             )
-    return {"runs": runs, "skipped": skipped}
+    return {"runs": runs + runs_nvlink, "skipped": skipped, "mndiag": mndiag}
+
+
+def _nvlink_domain_runs(nodes, counts, skipped):
+    """Per multi-node NVLink domain of this run's nodes (the trays whose GPUs all registered in one
+    cluster UUID and clique): an NCCL run over all its trays with NCCL_MNNVL_ENABLE=1, and DCGM's
+    multi-node diagnostic where it runs on them (node_health's ``mndiag``: None, or why not)."""
+    domains = {}
+    for host in sorted(nodes, key=natural_key):
+        node = nodes[host]
+        if not isinstance(node, dict) or "checks" not in node:
+            continue
+        domain = node.get("nvlink_domain")
+        if not isinstance(domain, dict) or not domain.get("cluster_uuid"):
+            continue
+        if domain.get("problem"):
+            skipped.append(record("nccl_mnnvl", host, None, None, "skip", domain["problem"]))
+            continue
+        if node.get("mig_gpus") or node.get("nccl_tests_present") is False or counts.get(host, 0) < 1:
+            skipped.append(
+                record("nccl_mnnvl", host, None, None, "skip", "GPUs in MIG mode, no GPU or no nccl-tests on this tray")
+            )
+            continue
+        domains.setdefault((str(domain["cluster_uuid"]), str(domain.get("clique_id"))), []).append(host)
+    runs, mndiag = [], []
+    for (cluster, clique), hosts in sorted(domains.items()):
+        name = f"NVLink domain {cluster} clique {clique}"
+        if len(hosts) < 2:
+            skipped.append(record("nccl_mnnvl", hosts[0], None, None, "skip", f"the only tray of {name} in this run"))
+            continue
+        expectations = [nodes[h].get("nccl_mnnvl_expected") or {} for h in hosts]
+        floors = [e for e in expectations if e.get("floor") is not None]
+        expectation = min(floors, key=lambda e: e["floor"]) if floors else (expectations[0] or {})
+        subject = f"{len(hosts)} trays of {name}"
+        runs.append(
+            {
+                "check": "nccl_mnnvl",
+                "subject": subject,
+                "hosts": hosts,
+                "gpus_per_node": min(counts[h] for h in hosts),
+                "expectation": expectation,
+                "environment": dict(MNNVL_ENVIRONMENT),
+            }
+        )
+        why = sorted({nodes[h]["mndiag"] for h in hosts if nodes[h].get("mndiag")})
+        if why:
+            skipped.append(record("mndiag", subject, None, None, "skip", "; ".join(why)))
+        else:
+            mndiag.append({"check": "mndiag", "subject": subject, "hosts": hosts})
+    return runs, mndiag
 
 
 SINFO_FORMAT = "%N|%t|%E"
@@ -1194,6 +1365,18 @@ def parse_sinfo_reasons(text):
         if node and state.strip().rstrip("*~#!%$@^-").startswith(("drain", "drng")):
             reasons[node] = reason.strip()
     return reasons
+
+
+def common_partitions(text, nodes):
+    """The Slurm partitions that hold every one of ``nodes``, in sinfo's order, from ``sinfo -h -N -o
+    '%N|%R'`` (a node listed once per partition): where a run's srun must ask for, since without
+    ``--partition`` it asks the default one, which need not hold them."""
+    held = {}
+    for line in (text or "").splitlines():
+        node, _sep, partition = line.strip().partition("|")
+        if node and partition.strip():
+            held.setdefault(partition.strip(), set()).add(node)
+    return [name for name, members in held.items() if set(nodes) <= members]
 
 
 def report_nodes(hosts, health, nccl, facts, sinfo_text="", names=None):  # noqa: PLR0917 - parallel lists

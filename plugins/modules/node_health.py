@@ -69,6 +69,12 @@ options:
     description: Seconds C(dcgmi diag) may take.
     type: int
     default: 1800
+  dcgm_version:
+    description:
+      - The DCGM release on the node where its package (C(datacenter-gpu-manager-4-core)) cannot be read,
+        such as the stack's C(dcgm_version). With the release the tray runs, RV(mndiag) says whether
+        DCGM's multi-node diagnostic runs on its GPUs (GB200 NVL from DCGM 4.3, GB300 NVL from 4.4).
+    type: str
   nccl_conf:
     description: The NCCL configuration file whose C(NCCL_IB_HCA) is compared with the active ports.
     type: path
@@ -163,6 +169,20 @@ nccl_expected:
 health_state:
   description: The text of O(health_state) (what the node owes, its last repair), or null where there is none.
   returned: when the node has NVIDIA GPUs
+  type: str
+nvlink_domain:
+  description:
+    - The multi-node NVLink domain the node's GPUs registered in (gpu_facts' C(nvlink_domain)), or null.
+      The trays of one domain take part in an NCCL run over NVLink (C(nccl_mnnvl)).
+  returned: always
+  type: dict
+nccl_mnnvl_expected:
+  description: The all_reduce bus bandwidth to expect across the trays of the node's NVLink domain, and its floor.
+  returned: always
+  type: dict
+mndiag:
+  description: Null where DCGM's multi-node diagnostic runs on this node's GPUs, else why it does not.
+  returned: always
   type: str
 nccl_tests_present:
   description: Whether O(nccl_tests) is an executable file on this node (false without O(nccl_tests)).
@@ -328,6 +348,15 @@ def _imex(module, host, reader, facts):
     return imex_records(nodes_text, out, reason)
 
 
+def _dcgm_release(reader, facts, declared):
+    """The DCGM the tray runs (its installed datacenter-gpu-manager-4-core), else ``declared``: read on
+    the trays of a multi-node NVLink domain only, the GPUs DCGM's multi-node diagnostic is for."""
+    if not facts.get("nvlink_domain"):
+        return declared
+    out, _reason = reader.output("mndiag", ["dpkg-query", "-W", "-f", "${Version}", "datacenter-gpu-manager-4-core"])
+    return (out or "").strip() or declared
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -337,6 +366,7 @@ def main():
             "fabric": {"type": "str", "default": "auto", "choices": ["auto", "InfiniBand", "Ethernet", "none"]},
             "dcgm_level": {"type": "int", "default": 1},
             "dcgm_timeout": {"type": "int", "default": 1800},
+            "dcgm_version": {"type": "str"},
             "nccl_conf": {"type": "path", "default": "/etc/nccl.conf"},
             "slurm_conf": {"type": "path", "default": "/etc/slurm/slurm.conf"},
             "slurm_node_name": {"type": "str"},
@@ -367,6 +397,9 @@ def main():
             hcas=[],
             compute_ports=[],
             nccl_expected={},
+            nvlink_domain=None,
+            nccl_mnnvl_expected={},
+            mndiag="no NVIDIA GPU",
         )
 
     query, reason = reader.output("gpu_count", ["nvidia-smi", "-q", "-x"], parse_query_xml, missing_ok=False)
@@ -505,6 +538,9 @@ def main():
         compute_ports=ports,
         fabric=fabric,
         nccl_expected=v.nccl_node_expectation(facts, gpus, p["thresholds"]),
+        nvlink_domain=facts.get("nvlink_domain"),
+        nccl_mnnvl_expected=v.nccl_mnnvl_expectation(facts, p["thresholds"]),
+        mndiag=v.mndiag_support(facts, _dcgm_release(reader, facts, p["dcgm_version"])),
         nccl_tests_present=present,
         gpus=[{k: g.get(k) for k in ("index", "name", "pci_bus_id", "pcie", "ecc")} for g in gpus],
         health_state=(host.read(p["health_state"]) or None),

@@ -47,6 +47,13 @@ options:
     type: list
     elements: dict
     default: []
+  cluster_mndiag:
+    description:
+      - M(gpuops.cluster.mndiag_run) results (each with the C(item) it ran for, its C(hosts)). A GPU's
+        failed record is a check of its tray (which drains it); the run's record is the cluster's.
+    type: list
+    elements: dict
+    default: []
   cluster_checks:
     description: Other records about the cluster as a whole (such as why a measurement was skipped).
     type: list
@@ -232,6 +239,16 @@ from ansible_collections.gpuops.cluster.plugins.module_utils import report as r
 from ansible_collections.gpuops.cluster.plugins.module_utils import validation as v
 
 
+def _mndiag_records(runs, nodes):
+    """Each tray's GPU records from the multi-node diagnostic runs, for its own checks."""
+    out = {}
+    for run in runs:
+        for host, records in (run.get("host_records") or {}).items():
+            if host in nodes and isinstance(records, list):
+                out.setdefault(host, []).extend(r for r in records if isinstance(r, dict) and "verdict" in r)
+    return out
+
+
 def _repair(p, nodes):
     """The repair section: per node whose health check keeps a state (gpuops-health), what it owes and
     since when, its last repair's time (fault to back in service); the nodes in quarantine, the median
@@ -400,6 +417,7 @@ def main():
         argument_spec={
             "nodes": {"type": "dict", "required": True},
             "cluster_nccl": {"type": "list", "elements": "dict", "default": []},
+            "cluster_mndiag": {"type": "list", "elements": "dict", "default": []},
             "cluster_checks": {"type": "list", "elements": "dict", "default": []},
             "mode": {"type": "str", "default": "gate", "choices": ["gate", "report"]},
             "dest": {"type": "path", "required": True},
@@ -435,6 +453,7 @@ def main():
         )
     firmware = v.firmware_checks({host: node.get("hcas") or [] for host, node in nodes.items()})
     gpu_faults, history = _gpu_history(p, nodes)
+    mndiag = _mndiag_records(p["cluster_mndiag"], nodes)
 
     missing = r.missing_libraries()
     warnings_text = []
@@ -459,7 +478,7 @@ def main():
     for host in sorted(nodes):
         node = nodes[host]
         nccl = node.get("nccl") or []
-        checks = list(node.get("checks") or []) + firmware.get(host, []) + history.get(host, [])
+        checks = list(node.get("checks") or []) + firmware.get(host, []) + history.get(host, []) + mndiag.get(host, [])
         checks += [run["record"] for run in nccl]
         verdict = v.worst(checks)
         entry = {
@@ -495,6 +514,14 @@ def main():
             for check, now_verdict in v.unproven(drained, checks, p["drain_prefix"], recorded):
                 by_host[host].append(f"{host}: {check} was failing when drained, and is {now_verdict} now, not pass")
             resume.append(host)
+    for run in p["cluster_mndiag"]:
+        if not isinstance(run.get("record"), dict):
+            continue
+        report["cluster"]["checks"].append(run["record"])
+        if run["record"]["verdict"] == "fail":
+            findings.append(_finding("cluster", run["record"]))
+            for host in (run.get("item") or {}).get("hosts") or []:
+                by_host.setdefault(host, []).append(_finding("cluster", run["record"]))
     for run in p["cluster_nccl"]:
         report["cluster"]["checks"].append(run["record"])
         report["cluster"]["nccl"].append(
@@ -517,7 +544,7 @@ def main():
         else:
             report["actions"][host] = "resume (was drained by an earlier validation)"
     if report["cluster"]["nccl"] and not missing:
-        report["cluster"]["nccl_svg"] = r.bandwidth_svg(report["cluster"]["nccl"], "across nodes (NCCL_ALGO=Ring)")
+        report["cluster"]["nccl_svg"] = r.bandwidth_svg(report["cluster"]["nccl"], "across nodes")
     all_checks = [c for node in report["nodes"].values() for c in node["checks"]] + report["cluster"]["checks"]
     report["verdict"] = v.worst(all_checks)
     # What the fleet state keeps of each node: its verdict, and what a later run over part of the

@@ -272,31 +272,30 @@ def test_a_kubernetes_node_brings_the_operator_chart_and_the_images_its_values_d
         assert again.returncode == 0 and recap(again.stdout, "demo-l40s")["changed"] == "0", again.stdout[-3000:]
 
 
-def test_a_declared_ubuntu_host_takes_canonical_s_driver_from_the_archive_of_its_release(made, tmp_path):
-    """demo-l40s declared as Ubuntu 24.04 on Canonical's driver (nvidia_driver_source: ubuntu): its
-    driver packages are read from the Ubuntu archive's Packages of noble (bundle_ubuntu_mirror, here
-    the stanzas of tests/unit/fixtures/ubuntu_archive), not from the connected host's own Debian index,
-    and listed at their versions among what the OS mirror must hold."""
+NOBLE = ROOT / "tests" / "unit" / "fixtures" / "ubuntu_archive" / "noble-apt-cache-show.txt"
+
+
+def declared_ubuntu_manifest(made, tmp_path, hardware, arch="amd64"):
+    """bundle.yml's manifest for demo-l40s declared as Ubuntu 24.04 with ``hardware`` on Canonical's
+    driver, its archive a folder of noble's Packages (the capture's stanzas, as ``arch``)."""
     _folder, mirrors, _run, _www = made
     archive = tmp_path / "ubuntu"
-    stanzas = (ROOT / "tests" / "unit" / "fixtures" / "ubuntu_archive" / "noble-apt-cache-show.txt").read_bytes()
+    stanzas = NOBLE.read_text().replace("Architecture: amd64", f"Architecture: {arch}")
+    stanzas = stanzas.replace("_amd64.deb", f"_{arch}.deb").encode()
     for pocket in ("noble", "noble-updates", "noble-security"):
         for component in ("restricted", "multiverse"):
-            folder = archive / "dists" / pocket / component / "binary-amd64"
+            folder = archive / "dists" / pocket / component / f"binary-{arch}"
             folder.mkdir(parents=True)
             data = stanzas if (pocket, component) == ("noble-updates", "restricted") else b""
             (folder / "Packages.xz").write_bytes(lzma.compress(data))
     extra = tmp_path / "ubuntu.yml"
-    hardware = {
-        "distribution": "Ubuntu",
-        "distribution_version": "24.04",
-        "architecture": "x86_64",
-        "kernel": "6.8.0-149-generic",
-        "gpus": {"10de:26b9": 4},
-        "hcas": {"15b3:101d": 2},
-    }
     host = {
-        "bundle_hardware": hardware,
+        "bundle_hardware": {
+            "distribution": "Ubuntu",
+            "distribution_version": "24.04",
+            "kernel": "6.8.0-149-generic",
+            **hardware,
+        },
         "nvidia_driver_source": "ubuntu",
         "nvidia_driver_version": "",
         "bundle_ubuntu_mirror": f"file://{archive}",
@@ -308,13 +307,47 @@ def test_a_declared_ubuntu_host_takes_canonical_s_driver_from_the_archive_of_its
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     doc = json.loads((dest / "manifest.json").read_text())
     assert doc["hosts"]["demo-l40s"]["platform"] == "ubuntu2404"
-    (slot,) = [s for s in doc["os_packages"] if s["platform"] == "ubuntu2404/amd64"]
-    names = {p["name"] for p in slot["packages"]}
+    (slot,) = [s for s in doc["os_packages"] if s["platform"].startswith("ubuntu2404")]
+    assert slot["platform"] == f"ubuntu2404/{arch}"
+    # The driver is Canonical's: none of NVIDIA's driver packages from the CUDA repository.
+    cuda = {p["package"] for r in doc["repositories"] if r["variable"] == "cuda_repository_url" for p in r["packages"]}
+    assert not any(name.startswith("nvidia-open") for name in cuda)
+    return doc, {p["name"] for p in slot["packages"]}, cuda
+
+
+def test_a_declared_ubuntu_host_takes_canonical_s_driver_from_the_archive_of_its_release(made, tmp_path):
+    """demo-l40s declared as Ubuntu 24.04 on Canonical's driver (nvidia_driver_source: ubuntu): its
+    driver packages are read from the Ubuntu archive's Packages of noble (bundle_ubuntu_mirror, here
+    the stanzas of tests/unit/fixtures/ubuntu_archive), not from the connected host's own Debian index,
+    and listed at their versions among what the OS mirror must hold."""
+    hardware = {"architecture": "x86_64", "gpus": {"10de:26b9": 4}, "hcas": {"15b3:101d": 2}}
+    _doc, names, _cuda = declared_ubuntu_manifest(made, tmp_path, hardware)
     assert {
         "nvidia-headless-no-dkms-580-server-open=580.178.04-0ubuntu0.24.04.1",
         "nvidia-utils-580-server=580.178.04-0ubuntu0.24.04.1",
         "linux-modules-nvidia-580-server-open-6.8.0-149-generic=6.8.0-149.149",
     } <= names
-    # The driver is Canonical's: none of NVIDIA's driver packages from the CUDA repository.
-    cuda = {p["package"] for r in doc["repositories"] if r["variable"] == "cuda_repository_url" for p in r["packages"]}
-    assert not any(name.startswith("nvidia-open") for name in cuda)
+
+
+def test_a_declared_gb200_tray_takes_arm64_packages_from_the_ports_archive(made, tmp_path):
+    """A GB200 NVL72 tray declared as Ubuntu 24.04 on Grace (aarch64) with Canonical's driver: its
+    driver packages are read from the ports archive's binary-arm64 Packages of noble and listed for
+    ubuntu2404/arm64 with IMEX at the driver's version, and NVIDIA's repositories are read in their
+    arm64 layouts (the CUDA repository's sbsa, DOCA-Host's arm64-sbsa, the toolkit's arm64: the
+    stand-in repository has each). The ports archive cannot be reached here: its index is the noble
+    capture's stanzas as arm64, the same versions Canonical builds for both architectures."""
+    hardware = {"architecture": "aarch64", "gpus": {"10de:2941": 4}, "hcas": {"15b3:1021": 4}}
+    doc, names, cuda = declared_ubuntu_manifest(made, tmp_path, hardware, arch="arm64")
+    assert "imex" in doc["hosts"]["demo-l40s"]["roles"]
+    assert {
+        "nvidia-headless-no-dkms-580-server-open=580.178.04-0ubuntu0.24.04.1",
+        "linux-modules-nvidia-580-server-open-6.8.0-149-generic=6.8.0-149.149",
+        "nvidia-imex-580=580.178.04-*",
+    } <= names, names
+    layouts = {r["variable"]: r["url"].rstrip("/").rsplit("/", 2)[-2:] for r in doc["repositories"]}
+    assert layouts == {
+        "cuda_repository_url": ["ubuntu2404", "sbsa"],
+        "ofed_doca_mirror": ["ubuntu24.04", "arm64-sbsa"],
+        "container_toolkit_repository_url": ["deb", "arm64"],
+    }
+    assert "datacenter-gpu-manager-4-core" in cuda

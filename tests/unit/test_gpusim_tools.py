@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import xml.etree.ElementTree as ET
 
 import pytest
 import yaml
-from ansible_collections.gpuops.cluster.plugins.module_utils import ibstat, mig, pci
+from ansible_collections.gpuops.cluster.plugins.module_utils import dcgm, ibstat, mig, pci
 from ansible_collections.gpuops.cluster.plugins.module_utils import nvidia_smi as nvidia_smi_parsers
 from ansible_collections.gpuops.cluster.plugins.module_utils.gpu_inventory import build_gpu_facts
 from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import cpu_topology, parse_lscpu
@@ -315,6 +317,36 @@ def test_dcgmi_needs_the_host_engine(container_tools):
     result = run_with_smi(container_tools, "dcgmi", "discovery", "-l", "--host", "127.0.0.1:1")
     assert result.returncode == 255
     assert "Unable to connect to host engine" in result.stdout
+
+
+def test_dcgmi_mndiag_reads_each_host_engine_and_writes_dcgms_report(container_tools):
+    """The stand-in's report of DCGM's multi-node diagnostic reads as dcgmi's does (parse_dcgmi_mndiag):
+    a faulted GPU fails on its own node, and a node whose engine does not answer ends the run."""
+
+    def engine(hello):
+        server = socket.create_server(("127.0.0.1", 0))
+
+        def answer():
+            while True:
+                conn, _addr = server.accept()
+                conn.sendall((json.dumps(hello) + "\n").encode())
+                conn.close()
+
+        threading.Thread(target=answer, daemon=True).start()
+        return server
+
+    ok = engine({"hostname": "tray1", "version": "4.4.1", "gpus": 4, "mndiag": {}})
+    bad = engine({"hostname": "tray2", "version": "4.4.1", "gpus": 4, "mndiag": {"gpu": 3, "message": "GPU 3 erred"}})
+    hosts = f"127.0.0.1:{ok.getsockname()[1]};127.0.0.1:{bad.getsockname()[1]}"
+    result = run_with_smi(container_tools, "dcgmi", "mndiag", "--hostList", hosts, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    parsed = dcgm.parse_dcgmi_mndiag(result.stdout)
+    assert parsed["status"] == "Fail" and parsed["hosts"] == {0: "tray1", 1: "tray2"}
+    failed = [(r["host"], r["entity"], r["messages"]) for r in parsed["results"] if r["status"] == "Fail"]
+    assert failed == [("tray2", "GPU 3", ["GPU 3 erred"])]
+    lost = run_with_smi(container_tools, "dcgmi", "mndiag", "--hostList", hosts + ";127.0.0.1:1", "--json")
+    assert lost.returncode == 255
+    assert "(Host engine connection invalid/disconnected) -21" in dcgm.parse_dcgmi_mndiag(lost.stdout)["runtime_error"]
 
 
 # --- The stand-in nvidia-mig-parted applies a mig-parted config through the stand-in nvidia-smi ---

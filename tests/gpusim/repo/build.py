@@ -11,11 +11,14 @@ point at a site mirror:
                                                ubuntu2204 and ubuntu2404 (Ubuntu revisions)
     libnvidia-container/stable/deb/amd64/      the container toolkit repository
     doca/2.9.1/{debian12,ubuntu22.04,ubuntu24.04}/x86_64/  the DOCA-Host repository (doca-ofed), per OS
+    compute/cuda/repos/ubuntu2404/sbsa/, libnvidia-container/stable/deb/arm64/,
+    doca/2.9.1/ubuntu24.04/arm64-sbsa/         the same for arm64 (Grace): NVIDIA's layouts for it,
+                                               the packages built for arm64
     slurm-smd/<os>/                            SchedMD-built Slurm (slurm-smd-*) as a site would
                                                mirror its own debuild output
     hpcx/v2.21/hpcx-v2.21-...-x86_64.tbz       HPC-X archives (SHARP, its NCCL plugin, UCX) for
                                                debian12, ubuntu22.04 and ubuntu24.04 (.sha256
-                                               each, and SHA256SUMS)
+                                               each, and SHA256SUMS), and ubuntu24.04's aarch64
     dcgm-exporter/v4.5.2/dcgm-exporter         dcgm-exporter as a bare binary (and .sha256)
     NVIDIA/mig-parted/releases/download/v0.15.0/nvidia-mig-manager_0.15.0-1_amd64.deb
                                                the MIG manager package as GitHub releases
@@ -81,6 +84,14 @@ TOOLKIT_REPO = "libnvidia-container/stable/deb/amd64"
 DOCA_OSES = ("debian12", "ubuntu22.04", "ubuntu24.04")
 DOCA_REPOS = {os_name: f"doca/2.9.1/{os_name}/x86_64" for os_name in DOCA_OSES}
 DOCA_REPO = DOCA_REPOS["debian12"]
+# arm64 (Grace) where this project resolves it and tests its manifest: Ubuntu 24.04's folders, in
+# NVIDIA's layouts (the CUDA repository's sbsa, DOCA-Host's arm64-sbsa, the toolkit's arm64), each
+# the copy of its amd64 folder built for arm64.
+ARM64_REPOS = {
+    CUDA_REPOS["ubuntu2404"]: "compute/cuda/repos/ubuntu2404/sbsa",
+    "libnvidia-container/stable/deb/amd64": "libnvidia-container/stable/deb/arm64",
+    DOCA_REPOS["ubuntu24.04"]: "doca/2.9.1/ubuntu24.04/arm64-sbsa",
+}
 # SchedMD-built Slurm as a site builds it for each OS, at the release of that OS's own Slurm
 # (the stand-ins wrap the distribution's daemons): a folder per OS.
 SLURM_SMD_RELEASES = {"debian12": "22.05.8", "debian13": "24.11.5", "ubuntu2204": "21.08.5", "ubuntu2404": "23.11.4"}
@@ -96,6 +107,9 @@ REPOS = {
     **{repo: ("NVIDIA", "NVIDIA CUDA (gpusim stand-in)") for repo in CUDA_REPOS.values()},
     TOOLKIT_REPO: ("NVIDIA", "libnvidia-container (gpusim stand-in)"),
     **{repo: ("NVIDIA", "DOCA-Host (gpusim stand-in)") for repo in DOCA_REPOS.values()},
+    ARM64_REPOS[CUDA_REPOS["ubuntu2404"]]: ("NVIDIA", "NVIDIA CUDA (gpusim stand-in)"),
+    ARM64_REPOS["libnvidia-container/stable/deb/amd64"]: ("NVIDIA", "libnvidia-container (gpusim stand-in)"),
+    ARM64_REPOS[DOCA_REPOS["ubuntu24.04"]]: ("NVIDIA", "DOCA-Host (gpusim stand-in)"),
     **{repo: ("gpuops", "SchedMD-built Slurm, a site's mirror (gpusim stand-in)") for repo in SLURM_SMD_REPOS.values()},
     WRONG_SIGNED_REPO: ("gpuops", "signed by the wrong key (gpusim stand-in)"),
     **{
@@ -137,6 +151,7 @@ NCCL_TESTS = "2.16.8"
 # a .sha256 each and one SHA256SUMS over them all, which a site's mirror may keep.
 HPCX_OSES = ("debian12", "ubuntu22.04", "ubuntu24.04")
 HPCX_NAMES = [f"hpcx-v{HPCX}-gcc-doca_ofed-{os_name}-cuda12-x86_64" for os_name in HPCX_OSES]
+HPCX_NAMES.append(f"hpcx-v{HPCX}-gcc-doca_ofed-ubuntu24.04-cuda12-aarch64")
 HPCX_NAME = HPCX_NAMES[0]
 HPCX_PATH = f"hpcx/v{HPCX}/{HPCX_NAME}.tbz"
 NVLSM = "2025.06.5-1"
@@ -176,11 +191,12 @@ class Package:
     files: dict[str, tuple[str, int]] = field(default_factory=dict)
     postinst: str = ""
     prerm: str = ""
+    arch: str = "amd64"
 
     @property
     def filename(self) -> str:
         version = self.version.split(":", 1)[-1]
-        return f"{self.name}_{version}_amd64.deb"
+        return f"{self.name}_{version}_{self.arch}.deb"
 
 
 def node_program(text: str) -> str:
@@ -470,6 +486,15 @@ def other_distributions(pkgs: list[Package]) -> list[Package]:
                 ]
             out.append(copy)
     return out
+
+
+def arm64_packages(pkgs: list[Package]) -> list[Package]:
+    """The packages of each folder ARM64_REPOS names again, built for arm64 in its arm64 folder."""
+    return [
+        replace(pkg, repo=ARM64_REPOS[pkg.repo], files=dict(pkg.files), depends=list(pkg.depends), arch="arm64")
+        for pkg in pkgs
+        if pkg.repo in ARM64_REPOS
+    ]
 
 
 def cuda_packages() -> list[Package]:
@@ -780,7 +805,8 @@ def mig_manager_packages() -> list[Package]:
         )
         pkg.files["/etc/nvidia-mig-manager/hooks.yaml"] = ("version: v1\nhooks: {}\n", 0o644)
         pkg.postinst += DAEMON_RELOAD
-        pkgs.append(pkg)
+        # NVIDIA publishes an amd64 and an arm64 .deb per release (NVIDIA/deepops#1399).
+        pkgs += [pkg, replace(pkg, files=dict(pkg.files), arch="arm64")]
     return pkgs
 
 
@@ -1041,7 +1067,7 @@ def control_text(pkg: Package, installed_kib: int) -> str:
     lines = [
         f"Package: {pkg.name}",
         f"Version: {pkg.version}",
-        "Architecture: amd64",
+        f"Architecture: {pkg.arch}",
         f"Maintainer: {MAINTAINER}",
         f"Installed-Size: {installed_kib}",
         "Section: non-free/misc",
@@ -1119,7 +1145,7 @@ def write_repo(root: Path, repo: str, pkgs: list[Package], home: Path) -> None:
     release = [
         f"Origin: {origin}",
         f"Label: {label}",
-        "Architectures: amd64",
+        "Architectures: " + " ".join(sorted({p.arch for p in pkgs} or {"amd64"})),
         "Date: Thu, 01 Jan 2026 00:00:00 UTC",
         "Acquire-By-Hash: no",
     ]
@@ -1150,6 +1176,7 @@ def build(out: Path, cache: Path) -> None:
             + kubernetes_packages()
         )
         pkgs += other_distributions(pkgs)
+        pkgs += arm64_packages(pkgs)
         for repo in REPOS:
             home = wronghome if repo == WRONG_SIGNED_REPO else keyhome
             write_repo(tmp, repo, [p for p in pkgs if p.repo == repo], home)
@@ -1165,7 +1192,7 @@ def build(out: Path, cache: Path) -> None:
         # The test key also where each vendor publishes its key, under the vendor's file name, so
         # that the roles find it from their mirror variable alone (key URL variables unset).
         armoured = gpg(keyhome, "--export", "--armor").stdout
-        key_paths = [f"{repo}/3bf863cc.pub" for repo in CUDA_REPOS.values()]
+        key_paths = [f"{repo}/3bf863cc.pub" for repo in [*CUDA_REPOS.values(), ARM64_REPOS[CUDA_REPOS["ubuntu2404"]]]]
         key_paths += ["libnvidia-container/gpgkey", "doca/GPG-KEY-Mellanox.pub"]
         for path in key_paths + [f"{repo}/Release.key" for repo in K8S_REPOS.values()]:
             (tmp / path).parent.mkdir(parents=True, exist_ok=True)
@@ -1195,7 +1222,7 @@ def build(out: Path, cache: Path) -> None:
         # The MIG manager as GitHub releases publish it: a .deb per release, no repository.
         for pkg in mig_manager_packages():
             deb = tmp / pkg.repo / f"v{pkg.version.split('-', maxsplit=1)[0]}" / pkg.filename
-            deb.parent.mkdir(parents=True)
+            deb.parent.mkdir(parents=True, exist_ok=True)
             deb.write_bytes(build_deb(pkg))
             (deb.parent / f"{pkg.filename}.sha256").write_text(
                 f"{hashlib.sha256(deb.read_bytes()).hexdigest()}  {pkg.filename}\n"

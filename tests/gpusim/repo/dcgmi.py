@@ -7,6 +7,11 @@
 # `dcgmi health -s FLAGS | -f | -c [-j]` keeps the watched systems in a file under /run (gone at a
 # reboot, as nv-hostengine's are at its restart) and checks them in DCGM's JSON (dcgmi/Health.cpp's
 # shape); "dcgm_health" in faults.json ({gpu, system, health, message}) is an incident.
+# `dcgmi mndiag --hostList "H1;H2" [--run mnubergemm] [--parameters P] --json` prints the report of
+# DCGM's multi-node diagnostic in the shape of dcgmi's MnDiag.cpp (DCGM 4.6): it calls each node's
+# host engine on its port (the real one reaches it through an SSH tunnel; the stand-in engine answers
+# with its host name, GPUs and the node's "mndiag" fault, {gpu, message}); a node that does not answer
+# ends the run with a runtime_error, a faulted GPU fails mnubergemm on its node.
 import json
 import os
 import socket
@@ -139,7 +144,95 @@ def connect(argv):
     return True
 
 
+def engine(spec):
+    """Call a node's host engine (HOST, HOST:PORT, HOST=GPUS) and read its greeting."""
+    host = spec.split("=", 1)[0]
+    name, _sep, port = host.partition(":")
+    with socket.create_connection((name, int(port) if port.isdigit() else 5555), timeout=5) as conn:
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    return name, json.loads(data or b"{}")
+
+
+def mndiag(argv):
+    if "--hostList" not in argv[:-1]:
+        print("Error: --hostList is required")
+        return 255
+    specs = [s for s in argv[argv.index("--hostList") + 1].split(";") if s]
+    run = argv[argv.index("--run") + 1] if "--run" in argv[:-1] else "mnubergemm"
+    report = {"name": "DCGM Multi-Node Diagnostic", "metadata": {"num_hosts": len(specs), "num_entities": 0}}
+    if run.lower() != "mnubergemm" or not 1 < len(specs) <= 72:
+        print(f"Error: invalid multi-node diagnostic request: {run} over {len(specs)} hosts")
+        return 255
+    hosts, results, errors = [], [], []
+    for host_id, spec in enumerate(specs):
+        try:
+            name, hello = engine(spec)
+        except (OSError, ValueError) as exc:
+            # As dcgmi words a run that did not complete (DCGM_ST_CONNECTION_NOT_VALID is -21).
+            report["runtime_error"] = (
+                "Error: Unable to complete multi-node diagnostic on host localhost. Return: (Host engine connection "
+                f"invalid/disconnected) -21\n(gpusim: {spec.split('=')[0]}: {exc})"
+            )
+            print(json.dumps(report, indent=3))
+            return 255
+        fault = hello.get("mndiag") or {}
+        entities = []
+        for gpu in range(int(hello.get("gpus") or 0)):
+            entities.append({"entity_group": "GPU", "entity_group_id": 1, "entity_id": gpu})
+            result = {
+                "host_id": host_id,
+                "entity_group": "GPU",
+                "entity_group_id": 1,
+                "entity_id": gpu,
+                "status": "Pass",
+            }
+            if fault and int(fault.get("gpu", -1)) == gpu:
+                result["status"] = "Fail"
+                result["warnings"] = [
+                    {
+                        "warning": fault.get("message") or f"GPU {gpu} failed mnubergemm (gpusim fault)",
+                        "error_id": 1,
+                        "error_category": 1,
+                        "error_severity": 2,
+                    }
+                ]
+            results.append(result)
+        hosts.append(
+            {
+                "host_id": host_id,
+                "hostname": hello.get("hostname") or name,
+                "dcgm_version": hello.get("version") or "",
+                "driver_version": "",
+                "num_entities": len(entities),
+                "entities": entities,
+            }
+        )
+    report["metadata"]["num_entities"] = len(results)
+    status = "Fail" if any(r["status"] == "Fail" for r in results) else "Pass"
+    report["hosts"] = hosts
+    report["test_categories"] = [
+        {
+            "category": "Multi-Node Tests",
+            "tests": [{"name": "MNUBERGEMM", "status": status, "test_summary": {"status": status}, "results": results}],
+        }
+    ]
+    if errors:
+        report["global_errors"] = errors
+    if "--json" in argv or "-j" in argv:
+        print(json.dumps(report, indent=3))
+    else:
+        print(f"Multi-node diagnostic: {status}")
+    return 0
+
+
 def main(argv):
+    if argv[:1] == ["mndiag"]:
+        return mndiag(argv[1:])
     if argv[:2] != ["discovery", "-l"] and argv[:1] not in (["diag"], ["health"]):
         sys.stderr.write(f"dcgmi (gpusim stand-in): {' '.join(argv)} is not simulated\n")
         return 2

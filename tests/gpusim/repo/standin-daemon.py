@@ -2,7 +2,10 @@
 # gpusim stand-in for an NVIDIA service daemon (nv-fabricmanager, nvidia-persistenced,
 # nv-hostengine). It stays in the foreground so systemd sees a running service, listens where
 # the real one does when it has a port (nv-hostengine's -b/--bind-interface and -p/--port move it),
-# and refuses to start where the real one refuses.
+# and refuses to start where the real one refuses. nv-hostengine's stand-in greets each caller with a
+# line of JSON (its host name, version, GPU count and the "mndiag" fault of /etc/gpusim/faults.json),
+# which the stand-in dcgmi's multi-node diagnostic reads of each node it runs on.
+import json
 import os
 import signal
 import socket
@@ -19,6 +22,20 @@ DRIVER_STAMP = "/usr/share/gpusim/driver-version"
 def log(msg):
     sys.stdout.write(f"{NAME}[{os.getpid()}]: {msg}\n")
     sys.stdout.flush()
+
+
+def greeting():
+    try:
+        with open("/usr/share/gpusim/profile/profile.json") as handle:
+            gpus = int(json.load(handle).get("gpu_count") or 0)
+    except (OSError, ValueError):
+        gpus = 0
+    try:
+        with open(os.environ.get("GPUSIM_FAULTS", "/etc/gpusim/faults.json")) as handle:
+            fault = json.load(handle).get("mndiag") or {}
+    except (OSError, ValueError, AttributeError):
+        fault = {}
+    return {"hostname": socket.gethostname(), "version": VERSION, "gpus": gpus, "mndiag": fault}
 
 
 def listen_address(argv):
@@ -51,6 +68,11 @@ def main():
         log(f"version {VERSION} listening on {host}:{port}")
         while True:
             conn, _addr = server.accept()
+            try:
+                if NAME == "nv-hostengine":
+                    conn.sendall((json.dumps(greeting()) + "\n").encode())
+            except OSError:
+                pass
             conn.close()
     log(f"version {VERSION} started")
     while True:

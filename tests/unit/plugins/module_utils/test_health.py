@@ -1217,3 +1217,50 @@ def test_the_boot_time_is_the_kernel_s_or_the_stand_in_boot_id_file_s(tmp_path):
     os.utime(boot, (1_800_000_000, 1_800_000_000))
     assert node.booted_at({"boot_id_file": str(boot)}) == 1_800_000_000
     assert node.booted_at({"boot_id_file": str(tmp_path / "none")}) is None
+
+
+def test_a_tray_whose_imex_peers_do_not_connect_is_drained_and_resumed_once_they_do(tmp_path, capsys):
+    """Between runs too: gpuops-health reads the daemons' word on a tray the imex role set up (its
+    health.json's imex), drains the tray when the domain is not UP, and resumes it once it is."""
+    node = FakeNode(tmp_path, "gb200-tray")
+    nodes = tmp_path / "nodes_config.cfg"
+    nodes.write_text("10.0.0.1\n10.0.0.2\n")
+    config = json.loads(node.config.read_text())
+    node.config.write_text(json.dumps(dict(config, imex=True, imex_nodes_config=str(nodes))))
+    status = tmp_path / "imex.json"
+    (node.bin / "nvidia-imex-ctl").write_text(f"#!/bin/sh\ncat {status}\n")
+    (node.bin / "nvidia-imex-ctl").chmod(0o755)
+
+    def domain(peer):
+        hosts = ["10.0.0.1", "10.0.0.2"]
+        link = {"0": "CONNECTED", "1": "CONNECTED" if peer == "READY" else "DISCONNECTED"}
+        return {
+            "nodes": {
+                str(i): {
+                    "status": "READY" if i == 0 else peer,
+                    "host": hosts[i],
+                    "connections": {
+                        str(j): {"host": hosts[j], "status": link[str(j)], "changed": False} for j in (0, 1)
+                    },
+                    "changed": False,
+                    "version": "580.196.07",
+                    "hostName": f"tray{i + 1}",
+                }
+                for i in (0, 1)
+            },
+            "timestamp": "12/5/2026 12:44:07.982",
+            "status": "UP" if peer == "READY" else "DEGRADED",
+        }
+
+    status.write_text(json.dumps(domain("READY")))
+    assert records(node)[("imex", "domain")] == "pass"
+    assert node.check() == 0 and not node.drained
+    status.write_text(json.dumps(domain("UNAVAILABLE")))
+    assert node.check() == 0 and node.owes == "gpuops-health: imex domain"
+    status.write_text(json.dumps(domain("READY")))
+    assert node.check() == 0 and not node.drained
+    assert "resume: every check it was drained for passed again" in capsys.readouterr().out
+    # The node list gone (the imex role's file): a failure that names it, never a pass.
+    nodes.unlink()
+    assert node.check() == 0 and node.owes == "gpuops-health: imex domain"
+    assert records(node)[("imex", "domain")] == "fail"

@@ -35,6 +35,7 @@ PARSERS = {
     "nccl_tests": (nccl_tests.parse_nccl_tests, None),
     "dcgmi_diag": (dcgm.parse_dcgmi_diag, None),
     "dcgmi_health": (dcgm.parse_dcgmi_health, None),
+    "dcgmi_mndiag": (dcgm.parse_dcgmi_mndiag, None),
     "slurmd_C": (slurm.parse_slurmd_config, None),
     "sacctmgr": (slurm.parse_qos, None),
     "ibv_devinfo": (ibstat.parse_ibv_devinfo, None),
