@@ -72,3 +72,17 @@ def test_srun_asks_for_the_partition_that_holds_both_nodes_not_the_default_one()
     ]  # fmt: skip
     hosts = templar.template(trusted(MNDIAG["gpuops.cluster.mndiag_run"]["hosts"]))
     assert hosts == {"rack-t1": "t1", "rack-t2": "t2"}
+
+
+def test_mpirun_exports_each_variable_of_the_run():
+    """Without Slurm, mpirun carries the run's environment to every rank: NCCL_ALGO and
+    NCCL_MNNVL_ENABLE=0 over the NICs, NCCL_MNNVL_ENABLE=1 across an NVLink domain."""
+    for environment in ({"NCCL_ALGO": "Ring", "NCCL_MNNVL_ENABLE": "0"}, {"NCCL_MNNVL_ENABLE": "1"}):
+        variables = {
+            "item": {"hosts": ["a", "b"], "gpus_per_node": 4, "environment": environment},
+            "__validate_names": ["a", "b"],
+        }
+        templar = Templar(loader=DataLoader(), variables=trusted(variables))
+        argv = templar.template(trusted(MEASURE["vars"]["__validate_mpirun"]))
+        exported = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-x"]
+        assert exported == list(environment) and argv[-2:] == ["-H", "a:4,b:4"]
