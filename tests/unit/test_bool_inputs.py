@@ -60,7 +60,7 @@ def bare(role):
         for condition in conditions(yaml.safe_load(path.read_text())):
             for name in names:
                 pattern = r"(?<![\w.'\"])" + name + r"\b(?!\s*\|\s*(default\([^)]*\)\s*\|\s*)?bool)"
-                found += [(path.name, name) for _ in re.finditer(pattern, condition)]
+                found += [(path.name, name)] * len(re.findall(pattern, condition))
     return found
 
 
