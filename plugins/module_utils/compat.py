@@ -298,6 +298,9 @@ DCGM_PRE_TURING_CUDA = Row("dcgm", cuda_major=12)  # Volta and older on R580 use
 # Each dcgm-exporter release and the DCGM it was built and tested with.
 DCGM_EXPORTER_BUILT_FOR = Row("dcgm_exporter", pairs={"4.1.3": "4.2.3", "4.5.2": "4.4.1", "4.6.0": "4.4.1"})
 NVLINK5_CAPABILITIES = Row("fabric_manager", capabilities=("10.0", "10.3"))  # HGX B200/B300 need nvlsm
+# DCGM's multi-node diagnostic (dcgmi mndiag, mnubergemm): the GPUs it runs on, by PCI device, and
+# the first DCGM release for each (DCGM's mnubergemm reference: GB200 NVL from 4.3, GB300 NVL from 4.4).
+DCGM_MNDIAG = Row("dcgm", first_release={"2941": "4.3", "31c2": "4.4"})
 DMABUF = Row("gpudirect", kernel="5.12", cuda="11.7")
 PEERMEM_OFED = Row("gpudirect", flavours=("doca", "mlnx_ofed"))
 MLNX_OFED_UNSUPPORTED = Row("ofed", models=("ConnectX-8", "BlueField-3"))

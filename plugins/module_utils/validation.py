@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuops.cluster.plugins.module_utils import compat
 from ansible_collections.gpuops.cluster.plugins.module_utils.nccl_tests import largest, reached_max, wrong_rows
 from ansible_collections.gpuops.cluster.plugins.module_utils.pci import normalize_bus_id, pci_ancestors
 from ansible_collections.gpuops.cluster.plugins.module_utils.slurm import compare_node
@@ -375,29 +376,18 @@ def nccl_mnnvl_expectation(nvidia_gpu, overrides=None):
     }
 
 
-# DCGM's multi-node diagnostic (dcgmi mndiag, mnubergemm): the GPUs DCGM runs it on, by PCI device,
-# and the first DCGM release for each (DCGM's mnubergemm reference: GB200 NVL 0x2941 from 4.3,
-# GB300 NVL 0x31c2 from 4.4).
-MNDIAG_DEVICES = {"2941": "4.3", "31c2": "4.4"}
-
-
-def _release(text):
-    """4.4.1 of 4.4.1, 1:4.4.1-1 (an epoch and a revision) or 4.4.1-1-1 as apt writes it."""
-    parts = re.findall(r"\d+", re.sub(r"^\d+:", "", str(text or "")))[:3]
-    return tuple(int(part) for part in parts)
-
-
 def mndiag_support(nvidia_gpu, dcgm_version):
     """None where DCGM's multi-node diagnostic runs on this node's GPUs with ``dcgm_version``, else
     why not."""
     gpus = (nvidia_gpu or {}).get("gpus") or []
     devices = {re.sub(r"^0x", "", str(gpu.get("pci_device_id") or "").lower())[:4] for gpu in gpus}
-    if not gpus or not devices <= set(MNDIAG_DEVICES):
+    first = compat.DCGM_MNDIAG.first_release
+    if not gpus or not devices <= set(first):
         return "DCGM's multi-node diagnostic runs on GB200 and GB300 NVL GPUs only"
     if not dcgm_version:
         return "no DCGM release known (dcgm_version)"
-    need = max((MNDIAG_DEVICES[d] for d in devices), key=_release)
-    if _release(dcgm_version) < _release(need):
+    need = max((first[d] for d in devices), key=compat.vtuple)
+    if compat.vtuple(dcgm_version) < compat.vtuple(need):
         return f"DCGM {dcgm_version} has no multi-node diagnostic for these GPUs (DCGM {need} and later)"
     return None
 
