@@ -110,6 +110,19 @@ def _slurm(data, node, path):
         path,
         f"job_gpu_metrics {data.get('job_gpu_metrics')!r} is not true or false",
     )
+    partitions = data.get("partitions", [])
+    _need(
+        isinstance(partitions, list) and all(isinstance(name, str) and name for name in partitions),
+        node,
+        path,
+        f"partitions {partitions!r} is not a list of partition names",
+    )
+    _need(
+        isinstance(data.get("configless", False), bool),
+        node,
+        path,
+        f"configless {data.get('configless')!r} is not true or false",
+    )
     domain = data.get("nvlink_domain")
     _need(
         domain is None or _nvlink_domain(domain),
@@ -276,7 +289,7 @@ def render_record(record):
     return json.dumps(record, indent=2, sort_keys=True) + "\n"
 
 
-def merge(stored, section, fresh, inventory, *, today, remove=()):
+def merge(stored, section, fresh, inventory, *, today, remove=(), partial=False):
     """Merge this run's data for one section into the stored records.
 
     ``stored``: node -> parsed record (every file of the folder). ``fresh``: node -> this run's
@@ -289,11 +302,20 @@ def merge(stored, section, fresh, inventory, *, today, remove=()):
     inventory), ``new``
     (fresh nodes that had no data for this section before) and ``changed_keys`` (node -> the keys of
     its data that differ from what was recorded, for the fresh nodes that had data before).
+    ``partial``: the inventory is a part of the cluster's (an AWX job slice holds its own hosts
+    only), so a node recorded for this section and out of it is kept, never ``absent``.
     """
     if section not in SECTIONS:
         raise FleetError(f"{section!r} is not a fleet-state section; the sections are {', '.join(sorted(SECTIONS))}.")
     inventory = [check_node(node) for node in inventory]
     remove = set(check_node(node) for node in remove)
+    if partial:
+        listed = set(inventory)
+        inventory += [
+            node
+            for node, record in sorted(stored.items())
+            if node not in listed and section in (record.get("sections") or {})
+        ]
     both = sorted(remove & set(fresh))
     if both:
         raise FleetError(

@@ -56,6 +56,15 @@ options:
     description: Warn about each node of O(inventory) that has no data (RV(missing)).
     type: bool
     default: true
+  slice:
+    description:
+      - O(inventory) is a part of the cluster's, not all of it - an AWX job slice, whose inventory holds its own hosts
+        (and the pinned fleet host) only. A recorded node out of O(inventory) is then kept in RV(nodes) as a node
+        out of the run, never returned in RV(absent) (a node leaves the cluster only in a run over the whole
+        inventory).
+    type: bool
+    default: false
+    version_added: 1.2.0
   lock_timeout:
     description:
       - >-
@@ -143,9 +152,7 @@ files:
   version_added: 1.1.0
 """
 
-import fcntl
 import os
-import socket
 import tempfile
 import time
 
@@ -158,6 +165,7 @@ from ansible_collections.gpuops.cluster.plugins.module_utils.fleet import (
 )
 from ansible_collections.gpuops.cluster.plugins.module_utils.fleet import files as section_files
 from ansible_collections.gpuops.cluster.plugins.module_utils.fleet import merge as merge_section
+from ansible_collections.gpuops.cluster.plugins.module_utils.fleet_lock import LockError, hold
 from ansible_collections.gpuops.cluster.plugins.module_utils.hostlist import HostlistError
 
 
@@ -186,33 +194,10 @@ def _read_all(module, folder):
 
 def _lock(module, folder, timeout):
     """The folder's lock, held until the module exits (its file stays open): the one writer at a time."""
-    path = os.path.join(folder, ".lock")
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as err:
-        module.fail_json(msg=f"cannot open the fleet state's lock {path} ({err}). Check the folder's permissions.")
-    deadline = time.monotonic() + max(timeout, 0)
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                try:
-                    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
-                except OSError:
-                    holder = "unknown"
-                os.close(fd)
-                module.fail_json(
-                    msg=f"another run records into the fleet state {folder} and still holds {path} after {timeout} s "
-                    f"({holder}). Let it finish (AWX: its slices one after the other, or this task in one slice), "
-                    "or raise fleet_lock_timeout; a holder that is gone releases the lock by itself."
-                )
-            time.sleep(0.2)
-    os.ftruncate(fd, 0)
-    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {since}\n".encode(), 0)
-    return fd
+        return hold(folder, timeout)
+    except LockError as err:
+        module.fail_json(msg=str(err))
 
 
 def _write(folder, node, text):
@@ -247,6 +232,7 @@ def main():
             "remove": {"type": "list", "elements": "str", "default": []},
             "warn": {"type": "bool", "default": True},
             "lock_timeout": {"type": "int", "default": 120},
+            "slice": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -278,7 +264,9 @@ def _run(module, p, folder):
         module.exit_json(changed=False, written=[], deleted=[], sections=_sections(stored))
     today = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     try:
-        plan = merge_section(stored, p["section"], p["records"], p["inventory"], today=today, remove=p["remove"])
+        plan = merge_section(
+            stored, p["section"], p["records"], p["inventory"], today=today, remove=p["remove"], partial=p["slice"]
+        )
     except FleetError as err:
         module.fail_json(msg=str(err))
     writes, deletes = plan.pop("writes"), plan.pop("deletes")

@@ -54,8 +54,9 @@ def templar(play, hostvars=None, controllers=("ctl",), compute=("gpu01", "gpu02"
     return Templar(loader=DataLoader(), variables=trusted(variables))
 
 
-def stale(play, **kwargs):
-    t = templar(play, **kwargs)
+def stale(play, plan_=None, **kwargs):
+    t = templar(play, __slurm_plan=plan_ or {"kept": {}, "nodes": {}}, **kwargs)
+    t.available_variables = dict(t.available_variables, __sliced_out=trusted(STALE["vars"]["__sliced_out"]))
     return t.template(trusted(STALE["vars"]["__stale"]))
 
 
@@ -77,10 +78,30 @@ def test_a_backup_controller_out_of_the_run_keeps_its_own_copy():
     assert stale(["gpu03"], hostvars=configless, controllers=("ctl1", "ctl2")) == ["ctl2"]
 
 
+def test_in_an_awx_slice_the_other_slices_nodes_are_named_unless_recorded_config_less():
+    """A slice's inventory holds its own hosts (gpu03, the pinned controller): gpu07 and gpu08, of
+    other slices, are in the fleet state only. gpu08's record says it takes slurm.conf from
+    slurmctld; gpu07's (or an older record without the mark) keeps its own copy, and goes stale."""
+    kept = {"gpu07": "2026-12-05", "gpu08": "2026-12-05"}
+    nodes = {"gpu07": node("gpu07"), "gpu08": dict(node("gpu08"), configless=True), "gpu03": node("gpu03")}
+    sliced = stale(["ctl", "gpu03"], plan_={"kept": kept, "nodes": nodes}, compute=("gpu03",))
+    assert sliced == ["gpu07"]
+    nodes["gpu07"]["configless"] = True
+    assert stale(["ctl", "gpu03"], plan_={"kept": kept, "nodes": nodes}, compute=("gpu03",)) == []
+    # A --limit run keeps judging the inventory's nodes by their variables, not by their records.
+    limited = {"gpu01": {**node("gpu01"), "configless": True}}
+    assert stale(["gpu03"], plan_={"kept": {"gpu01": "2026-12-05"}, "nodes": limited}) == ["gpu01", "gpu02"]
+
+
 def test_a_node_down_is_in_the_run_and_not_named():
     """A node that is down was targeted (ansible_play_hosts_all): it is not refused, and gets its
     copy when a run reaches it again."""
     t = templar(["ctl", "gpu01", "gpu02", "gpu03"])
+    t.available_variables = dict(
+        t.available_variables,
+        __slurm_plan={"kept": {}, "nodes": {}},
+        __sliced_out=trusted(STALE["vars"]["__sliced_out"]),
+    )
     t.available_variables = dict(t.available_variables, ansible_play_hosts=["ctl", "gpu01", "gpu02"])
     assert t.template(trusted(STALE["vars"]["__stale"])) == []
 
@@ -407,3 +428,30 @@ def test_a_tray_whose_gpus_are_not_in_one_clique_is_refused_naming_it():
     assert "slurm_topology: none" in message
     t = templar(["ctl", "gpu01"], __domain=None)
     assert t.template(trusted("{{ " + UNREGISTERED["when"][0] + " }}")) is False
+
+
+UNPLACED = task("plan.yml", "Refuse an AWX slice while nodes of other slices have no partitions recorded")
+
+
+def test_a_slice_takes_the_other_slices_partitions_and_config_less_marks_from_their_records():
+    """The slice of gpu01 (compute group gpu01 alone): gpu07 and gpu08 are kept from the fleet state."""
+    nodes = {
+        "gpu01": node("gpu01"),
+        "gpu07": dict(node("gpu07"), partitions=["gpu", "l40s"], configless=True),
+        "gpu08": dict(node("gpu08"), partitions=["gpu"]),
+    }
+    result = plan(nodes=nodes, kept={"gpu07": "2026-12-05", "gpu08": "2026-12-05"})
+    t = templar(["ctl", "gpu01"], fleet_result=result, compute=("gpu01",), __slurm_configless_node=False,
+                __slurm_controller="ctl", __slurm_configless_hosts=[])  # fmt: skip
+    facts = COLLECT["ansible.builtin.set_fact"]
+    assert t.template(trusted(facts["__slurm_sliced_partitions"])) == {"gpu": ["gpu07", "gpu08"], "l40s": ["gpu07"]}
+    assert t.template(trusted(facts["__slurm_configless_any"])) is True
+    # A record from before partitions were recorded cannot be placed: the slice is refused, naming it.
+    del nodes["gpu08"]["partitions"]
+    t.available_variables = dict(t.available_variables, __slurm_plan=result)
+    assert t.template(trusted(UNPLACED["vars"]["__unplaced"])) == ["gpu08"]
+    # In a run over the whole inventory nothing is out of the groups: nothing taken from records.
+    whole = templar(["ctl", "gpu01", "gpu07", "gpu08"], fleet_result=result, compute=("gpu01", "gpu07", "gpu08"),
+                    __slurm_plan=result)  # fmt: skip
+    assert whole.template(trusted(facts["__slurm_sliced_partitions"])) == {}
+    assert whole.template(trusted(UNPLACED["vars"]["__unplaced"])) == []

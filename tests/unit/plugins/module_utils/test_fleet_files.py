@@ -72,7 +72,7 @@ def test_the_slurm_lines_group_equal_nodes_and_name_each_gpu_type_once():
     assert lines["hostnames"]["gpu03"] == "ib-gpu03"
 
 
-def slurm_files(lines, partitions):
+def slurm_files(lines, partitions, **extra):
     variables = {
         "ansible_managed": "test",
         "inventory_hostname": "ctl",
@@ -83,10 +83,13 @@ def slurm_files(lines, partitions):
         "__slurm_lines": lines,
         "__slurm_topology": topology(lines),
         "__slurm_configless_hosts": [],
+        "__slurm_configless_any": False,
+        "__slurm_sliced_partitions": {},
         "__slurm_tiers": {"slurm_conf": {}},
         "__slurm_dbd_host": "ctl",
         "__slurm_job_gpu_metrics": False,
         "slurm_partitions": partitions,
+        **extra,
     }  # fmt: skip
     return render("slurm/slurm.conf.j2", **variables), render("slurm/gres.conf.j2", **variables)
 
@@ -105,6 +108,28 @@ def test_slurm_conf_and_gres_conf_take_their_node_lines_from_the_worked_out_grou
     assert "NodeName=ib-gpu03 Name=gpu Type=a100_3g.20gb MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap12," \
            "/dev/nvidia-caps/nvidia-cap13" in gres  # fmt: skip
     assert not any(line.startswith("NodeName=cpu01") for line in gres) and len(gres) == 6
+
+
+def test_an_awx_slice_lists_the_other_slices_nodes_in_their_recorded_partitions():
+    """A slice of the pinned controller and gpu03: the inventory's gpu group holds gpu03 alone, gpu01,
+    gpu02 and gpu04 are in the fleet state with the partitions their records list. The partition
+    line is the one of a run over everything, and enable_configless stays where a record asks it."""
+    partitions = [{"name": "gpu", "group": "gpu", "default": True}]
+    whole, _gres = slurm_files(fleet.files("slurm", NODES), partitions)
+    groups = {"all": ["ctl", "gpu03"], "slurm_controller": ["ctl"], "slurm_compute": ["gpu03"], "gpu": ["gpu03"],
+              "slurm_dbd": [], "slurm_login": []}  # fmt: skip
+    sliced, _gres = slurm_files(
+        fleet.files("slurm", NODES),
+        partitions,
+        groups=groups,
+        __slurm_sliced_partitions={"gpu": ["gpu01", "gpu02", "gpu04"]},
+    )
+    assert "PartitionName=gpu Nodes=ib-gpu[01-04] Default=YES" in sliced and sliced == whole
+    # Without the records' partitions (what a slice wrote before), the slice would shrink the partition.
+    shrunk, _gres = slurm_files(fleet.files("slurm", NODES), partitions, groups=groups)
+    assert "PartitionName=gpu Nodes=ib-gpu03 Default=YES" in shrunk
+    configless, _gres = slurm_files(fleet.files("slurm", NODES), partitions, __slurm_configless_any=True)
+    assert "SlurmctldParameters=enable_configless" in configless and "enable_configless" not in whole
 
 
 def test_the_scrape_targets_list_each_node_once_per_job_its_labels_after_the_node():

@@ -168,6 +168,8 @@ def slurm_files(lines, decided, **extra):
         "__slurm_lines": lines,
         "__slurm_topology": decided,
         "__slurm_configless_hosts": [],
+        "__slurm_configless_any": False,
+        "__slurm_sliced_partitions": {},
         "__slurm_tiers": {"slurm_conf": {}},
         "__slurm_dbd_host": "",
         "__slurm_job_gpu_metrics": False,

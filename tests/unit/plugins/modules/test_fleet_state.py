@@ -320,3 +320,29 @@ def test_a_gpu_of_another_model_is_a_hardware_change():
     stored = {"gpu01": {"schema": 1, "node": "gpu01", "sections": {"slurm": {"data": before, "since": "d1"}}}}
     plan = fleet.merge(stored, "slurm", {"gpu01": after}, ["gpu01"], today="d2")
     assert plan["changed_keys"] == {"gpu01": ["hardware"]}
+
+
+def test_a_slice_keeps_the_nodes_of_the_other_slices_and_takes_none_as_leaving(tmp_path, node):
+    """An AWX job slice's inventory holds its own hosts: a run over everything recorded gpu01 to gpu03,
+    the slice of gpu03 reaches it alone. Without slice, gpu01 and gpu02 would be absent (leaving)."""
+    folder = tmp_path / "fleet"
+    everything = {name: slurm(name) for name in ("gpu01", "gpu02", "gpu03")}
+    assert call(folder, section="slurm", records=everything, inventory=list(everything)).result["changed"]
+    plain = call(folder, section="slurm", records={"gpu03": slurm("gpu03")}, inventory=["gpu03"])
+    assert sorted(plain.result["absent"]) == ["gpu01", "gpu02"]
+    sliced = call(folder, section="slurm", records={"gpu03": slurm("gpu03", BIGGER)}, inventory=["gpu03"], slice=True)
+    assert not sliced.failed and sliced.result["absent"] == {}
+    assert sorted(sliced.result["kept"]) == ["gpu01", "gpu02"] and sliced.result["written"] == ["gpu03"]
+    assert sliced.result["files"]["hostnames"] == {"gpu01": "gpu01", "gpu02": "gpu02", "gpu03": "gpu03"}
+    # A node the slice removes (left the cluster, named by a run over everything) is not kept back.
+    gone = call(folder, section="slurm", inventory=["gpu03"], remove=["gpu02"], slice=True)
+    assert sorted(gone.result["nodes"]) == ["gpu01", "gpu03"] and gone.result["deleted"] == ["gpu02"]
+
+
+def test_a_configless_mark_or_partitions_of_another_shape_are_refused():
+    fleet.check_section("slurm", dict(slurm("gpu01"), configless=True, partitions=["gpu", "l40s"]), "gpu01", None)
+    with pytest.raises(fleet.FleetError, match="configless 'yes' is not true or false"):
+        fleet.check_section("slurm", dict(slurm("gpu01"), configless="yes"), "gpu01", None)
+    for bad in ("gpu", [""], [3], {"gpu": True}):
+        with pytest.raises(fleet.FleetError, match="is not a list of partition names"):
+            fleet.check_section("slurm", dict(slurm("gpu01"), partitions=bad), "gpu01", None)
