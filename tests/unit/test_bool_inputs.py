@@ -3,8 +3,7 @@
 """A boolean variable given on the command line (``-e imex_host_daemon=false``) is the string
 "false": ansible-core 2.19 refuses a string as a condition, and the role stops ("Conditional result
 (True) was derived from value of type 'str'"). A role's argument spec checks the value but does not
-convert it, so each condition reads a public boolean through ``| bool``. The roles not yet converted
-are listed with the count they have left; the count may only fall."""
+convert it, so each condition reads a public boolean through ``| bool``, in every role."""
 
 from __future__ import annotations
 
@@ -16,22 +15,8 @@ from conftest import ROOT
 
 ROLES = ROOT / "roles"
 CONDITIONS = ("when", "failed_when", "changed_when", "until")
-# Conditions that read a public boolean bare, per role not yet converted.
-LEFT = {
-    "container_toolkit": 2,
-    "cuda": 2,
-    "dcgm": 9,
-    "fleet": 3,
-    "k8s_node": 4,
-    "mig": 3,
-    "nccl": 2,
-    "nvidia_driver": 9,
-    "ofed": 1,
-    "os_tuning": 8,
-    "sharp": 3,
-    "slurm": 5,
-    "validate": 6,
-}
+# Conditions that read a public boolean bare, per role not yet converted: none left.
+LEFT: dict[str, int] = {}
 
 
 def booleans(role):
