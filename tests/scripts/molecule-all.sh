@@ -80,7 +80,11 @@ run_one() {
   local took=$(($(date +%s) - start))
   if [ "$rc" != 0 ]; then
     echo "==> scenario $1 FAILED after ${took}s"
-    tests/scripts/molecule-digest.sh "$log"
+    tests/scripts/molecule-digest.sh "$log" | tee "${log%.log}.why"
+    # make test's report prints the reasons again after its table: the last lines of a CI log.
+    if [ -n "${TIMES:-}" ]; then
+      python3 tests/scripts/test_times.py record "$TIMES" failed "$1" "$took" "${log%.log}.why"
+    fi
     return 1
   fi
   echo "==> scenario $1 passed in ${took}s"

@@ -6,12 +6,14 @@
                                                        for its "N passed" (unit tier, Molecule verify)
     test_times.py report FILE [--budget S]             print the table, the total and the share of CI
 
-KIND is setup, tier, scenario, wall (the Molecule tier's own wall time: scenarios run side by
-side, so the total counts it instead of their sum) or beside (a step that ran beside others, shown
-indented: the total counts its group's wall time, or the time waited for it, instead). A
-scenario's verify count is the last pytest summary in its log (testinfra runs in Molecule's verify
-step), and its Molecule steps' times come from the stamps molecule-all.sh puts on their first
-lines. Standard library only: it runs before the virtualenv.
+KIND is setup, tier, scenario, failed (a scenario that failed: LOG is its digest of reasons,
+printed again after the table, so that they are in the last lines of a long CI log), wall (the
+Molecule tier's own wall time: scenarios run side by side, so the total counts it instead of their
+sum) or beside (a step that ran beside others, shown indented: the total counts its group's wall
+time, or the time waited for it, instead). A scenario's verify count is the last pytest summary in
+its log (testinfra runs in Molecule's verify step), and its Molecule steps' times come from the
+stamps molecule-all.sh puts on their first lines. Standard library only: it runs before the
+virtualenv.
 """
 
 from __future__ import annotations
@@ -62,7 +64,12 @@ def steps(log: Path, seconds: int) -> str:
 
 def record(args: argparse.Namespace) -> None:
     log = Path(args.log) if args.log else None
-    count = passed(log) if log else None
+    count = passed(log) if log and args.kind != "failed" else None
+    if args.kind == "failed":
+        # The reasons' file, one line, tabs and all: read back by report.
+        with Path(args.file).open("a", encoding="utf-8") as f:
+            f.write(f"failed\t{args.name}\t{int(args.seconds)}\t\t{log}\n")
+        return
     detail = steps(log, int(args.seconds)) if log and args.kind == "scenario" else ""
     with Path(args.file).open("a", encoding="utf-8") as f:
         f.write(f"{args.kind}\t{args.name}\t{int(args.seconds)}\t{'' if count is None else count}\t{detail}\n")
@@ -79,6 +86,8 @@ def report(args: argparse.Namespace) -> None:
         for line in path.read_text(encoding="utf-8").splitlines():
             kind, name, seconds, count, *detail = line.split("\t")
             rows.append((kind, name, int(seconds), int(count) if count else None, "".join(detail)))
+    failed = [r for r in rows if r[0] == "failed"]
+    rows = [r for r in rows if r[0] != "failed"]
     # Setup steps and tiers in the order they ran, then Molecule's wall time, then its scenarios.
     rows.sort(key=lambda r: {"setup": 0, "tier": 0, "beside": 0, "wall": 1, "scenario": 2}[r[0]])
     walls = [r for r in rows if r[0] == "wall"]
@@ -104,6 +113,11 @@ def report(args: argparse.Namespace) -> None:
     print(f"  {'total':<28} {total:>8} {fmt(total):>6}")
     print(f"  share of CI's {args.budget} s: {100 * total / args.budget:.0f} %")
     print(f"  unit tests passed: {unit}; Molecule verify tests passed: {verify}")
+    for row in failed:
+        name, seconds, why = row[1], row[2], row[4]
+        print(f"\n==> scenario {name} FAILED after {seconds} s")
+        reasons = Path(why)
+        print(reasons.read_text(errors="replace").rstrip() if reasons.is_file() else f"  (no reasons: {why})")
 
 
 def main() -> None:
@@ -111,7 +125,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record")
     rec.add_argument("file")
-    rec.add_argument("kind", choices=["setup", "tier", "scenario", "wall", "beside"])
+    rec.add_argument("kind", choices=["setup", "tier", "scenario", "failed", "wall", "beside"])
     rec.add_argument("name")
     rec.add_argument("seconds", type=float)
     rec.add_argument("log", nargs="?")

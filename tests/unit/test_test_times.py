@@ -121,3 +121,26 @@ def test_the_report_prints_a_scenarios_steps_under_it(tmp_path):
         [sys.executable, str(SCRIPT), "report", str(times)], check=True, capture_output=True, text=True
     ).stdout
     assert "steps (s): create 20 converge 30" in out
+
+
+def test_a_failed_scenarios_reasons_come_again_after_the_table(tmp_path):
+    why = tmp_path / "slurm_cluster@ubuntu2204.why"
+    why.write_text("==> why it failed\nTASK [Enable and start this host's daemons]\nchanged: [slurm-h100]\n")
+    rows = [["tier", "unit", "29"], ["failed", "slurm_cluster@ubuntu2204", "512", str(why)],
+            ["scenario", "gpusim", "90"]]  # fmt: skip
+    out = recorded_and_reported(tmp_path, rows)
+    table, reasons = out.split("Molecule verify tests passed: 0\n")
+    # The failed scenario is no row of the table and adds nothing to its total.
+    assert "slurm_cluster" not in table
+    assert "  total                             119   1:59" in table
+    assert reasons.strip().splitlines() == [
+        "==> scenario slurm_cluster@ubuntu2204 FAILED after 512 s",
+        "==> why it failed",
+        "TASK [Enable and start this host's daemons]",
+        "changed: [slurm-h100]",
+    ]
+
+
+def test_a_failed_scenario_without_its_reasons_file_says_so(tmp_path):
+    out = recorded_and_reported(tmp_path, [["failed", "site", "10", str(tmp_path / "gone.why")]])
+    assert out.rstrip().endswith(f"(no reasons: {tmp_path / 'gone.why'})")
