@@ -19,7 +19,11 @@ The slurm role is the part of site.yml that spans the fleet (slurm.conf, gres.co
 state, slurmctld); the per-node roles cost the same per node whatever N is. A benchmark prints
 numbers; it is never a pass/fail test. Targets (issue 33): adding one node costs at most 1.2 x
 between N = 4 and N = 16 and at most 3 min at N = 16; a no-op run grows no faster than N.
---keep leaves the containers up (gpuops-bench-fleet-*); otherwise they are removed at the end.
+Then, over every node (max(N) + 1), a no-op run with each setting a large site changes (forks as
+many as the nodes, pipelining off, a jsonfile fact cache with gathering smart, SITE_SERIAL=25%)
+beside the base (this checkout's ansible.cfg), each with its wall, CPU and memory per node;
+--no-settings skips them. --keep leaves the containers up (gpuops-bench-fleet-*); otherwise they
+are removed at the end.
 """
 
 from __future__ import annotations
@@ -106,9 +110,9 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def playbook(args: list[str], log: Path, expect_rc: tuple[int, ...] = (0,)) -> dict:
+def playbook(args: list[str], log: Path, expect_rc: tuple[int, ...] = (0,), extra_env: dict | None = None) -> dict:
     """Run ansible-playbook; its wall time, CPU seconds (it and its children) and peak memory."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", **(extra_env or {}))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     with log.open("w") as out:
@@ -136,6 +140,49 @@ def playbook(args: list[str], log: Path, expect_rc: tuple[int, ...] = (0,)) -> d
     return {"wall": wall, "cpu": cpu, "peak": peak}
 
 
+# The settings a large site would change, each a no-op run over every node (N + 1 after the last
+# add) beside the base: the same run with this checkout's ansible.cfg (forks 5, pipelining on, no
+# fact cache, no batches).
+SETTINGS = {
+    "base": lambda count: {},
+    "forks = nodes": lambda count: {"ANSIBLE_FORKS": str(count)},
+    "pipelining off": lambda count: {"ANSIBLE_PIPELINING": "false"},
+    "fact cache (jsonfile, smart)": lambda count: {
+        "ANSIBLE_GATHERING": "smart",
+        "ANSIBLE_CACHE_PLUGIN": "jsonfile",
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(WORK / "facts"),
+        "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "3600",
+    },
+    "SITE_SERIAL=25%": lambda count: {"SITE_SERIAL": "25%"},
+}
+
+
+def measure_settings(count: int, converge: str) -> dict[str, dict]:
+    """A no-op run over COUNT nodes with each of SETTINGS (the fact cache filled by a run first)."""
+    fleet = str(inventory(count))
+    measured = {}
+    for name, env in SETTINGS.items():
+        slug = "".join(c if c.isalnum() else "-" for c in name)
+        if "ANSIBLE_CACHE_PLUGIN" in env(count):
+            playbook(["-i", fleet, converge], WORK / f"settings-{slug}-fill.log", extra_env=env(count))
+        measured[name] = playbook(["-i", fleet, converge], WORK / f"settings-{slug}.log", extra_env=env(count))
+        print(f"N={count:<3} no-op with {name}: {measured[name]['wall']:6.1f} s", flush=True)
+    return measured
+
+
+def print_settings(count: int, measured: dict[str, dict]) -> None:
+    """The settings' table: wall, controller CPU per node, peak memory per node, against the base run."""
+    base = measured["base"]
+    print()
+    print(f"no-op over {count} nodes with each setting (the base: this checkout's ansible.cfg, forks 5)")
+    print("{:<30} {:>7} {:>7} {:>9} {:>7}".format("setting", "wall s", "vs base", "CPU s/n", "MiB/n"))
+    for name, run in measured.items():
+        print(
+            f"{name:<30} {run['wall']:7.1f} {run['wall'] / base['wall']:6.2f}x {run['cpu'] / count:9.2f}"
+            f" {run['peak'] / count / 2**20:7.1f}"
+        )
+
+
 def docker(*args: str) -> None:
     subprocess.run(["docker", *args], check=True, capture_output=True)
 
@@ -144,6 +191,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="4,8,16", help="fleet sizes, comma-separated (default 4,8,16)")
     parser.add_argument("--keep", action="store_true", help="leave the containers up at the end")
+    parser.add_argument(
+        "--no-settings",
+        dest="settings",
+        action="store_false",
+        help="skip the no-op runs over every node with other settings (forks, pipelining, fact cache, batches)",
+    )
     parser.add_argument(
         "--paper",
         metavar="SIZES",
@@ -185,6 +238,8 @@ def main() -> None:
                 f"  (noop CPU {noop['cpu']:6.1f} s, {noop['peak'] / size / 2**20:5.1f} MiB/node)",
                 flush=True,
             )
+        if args.settings:
+            settings = measure_settings(max(sizes) + 1, converge)
     finally:
         if not args.keep:
             playbook(
@@ -201,6 +256,8 @@ def main() -> None:
             f" {down['wall']:7.1f} {down['cpu']:6.1f} | {added['wall']:7.1f} {added['cpu']:6.1f}"
             f" {added['peak'] / size / 2**20:6.1f}"
         )
+    if args.settings:
+        print_settings(max(sizes) + 1, settings)
     if len(rows) > 1:
         first, last = rows[0], rows[-1]
         growth = last[3]["wall"] / first[3]["wall"]
