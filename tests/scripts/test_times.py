@@ -64,13 +64,12 @@ def steps(log: Path, seconds: int) -> str:
 
 def record(args: argparse.Namespace) -> None:
     log = Path(args.log) if args.log else None
-    count = passed(log) if log and args.kind != "failed" else None
     if args.kind == "failed":
-        # The reasons' file, one line, tabs and all: read back by report.
-        with Path(args.file).open("a", encoding="utf-8") as f:
-            f.write(f"failed\t{args.name}\t{int(args.seconds)}\t\t{log}\n")
-        return
-    detail = steps(log, int(args.seconds)) if log and args.kind == "scenario" else ""
+        # No count; the detail is the reasons' file, read back by report.
+        count, detail = None, str(log)
+    else:
+        count = passed(log) if log else None
+        detail = steps(log, int(args.seconds)) if log and args.kind == "scenario" else ""
     with Path(args.file).open("a", encoding="utf-8") as f:
         f.write(f"{args.kind}\t{args.name}\t{int(args.seconds)}\t{'' if count is None else count}\t{detail}\n")
 
